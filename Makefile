@@ -1,0 +1,44 @@
+# bespec developer tasks. `make demo` and `make test` bootstrap .venv themselves.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+BESPEC := $(VENV)/bin/bespec
+STAMP  := $(VENV)/.installed
+BUILTINS := native fbgemm qnnpack x86 onednn executorch tensorrt
+
+.PHONY: demo test lint fmt specs schema bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	# The CPU wheel: an unpinned torch would pull gigabytes of CUDA packages.
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BESPEC) compile specs/tutorial.yaml
+
+test: $(STAMP)
+	$(PY) -m ruff check backend_spec tests benchmarks cli.py
+	$(PY) -m pytest -n 2 -q
+
+lint: $(STAMP)
+	$(PY) -m ruff check backend_spec tests benchmarks cli.py
+	$(PY) -m ruff format --check backend_spec tests benchmarks cli.py
+
+fmt: $(STAMP)
+	$(PY) -m ruff format backend_spec tests benchmarks cli.py
+	$(PY) -m ruff check --fix backend_spec tests benchmarks cli.py
+
+schema: $(STAMP)
+	$(BESPEC) schema > schemas/backend-spec.schema.json
+
+specs: $(STAMP)
+	for n in $(BUILTINS); do $(BESPEC) export $$n -o specs/$$n.yaml || exit 1; done
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_load.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
