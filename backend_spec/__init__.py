@@ -1,0 +1,55 @@
+"""bespec: compile declarative YAML/TOML backend specs into torch ``BackendConfig`` objects.
+
+The public API is small and stable (see ``shared/spec-format.md``)::
+
+    bc = backend_spec.load("specs/my_backend.yaml")
+    bc = backend_spec.loads(text, format="yaml")
+    text = backend_spec.dump(bc, format="yaml")
+    qmap = backend_spec.qconfig_mapping(bc)
+
+Heavy modules (torch, pydantic) are imported on first use so that ``import backend_spec`` and
+``bespec --help`` stay fast.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from backend_spec.diagnostics import Diagnostic, Severity, SpecError
+
+__version__ = "0.1.0"
+
+#: The version of the spec format this bespec reads and writes.
+SPEC_VERSION = 1
+
+_LAZY = {
+    "load": "backend_spec.loader",
+    "loads": "backend_spec.loader",
+    "dump": "backend_spec.export",
+    "qconfig_mapping": "backend_spec.qconfigs",
+}
+
+__all__ = [
+    "SPEC_VERSION",
+    "Diagnostic",
+    "Severity",
+    "SpecError",
+    "dump",
+    "load",
+    "loads",
+    "qconfig_mapping",
+]
+
+if TYPE_CHECKING:
+    from backend_spec.export import dump
+    from backend_spec.loader import load, loads
+    from backend_spec.qconfigs import qconfig_mapping
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'backend_spec' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module_name), name)

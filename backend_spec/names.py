@@ -1,0 +1,67 @@
+"""The naming vocabulary shared by the resolver (name -> object) and the exporter (object -> name).
+
+Keeping both directions on one table is what makes export/compile round trips exact.
+"""
+
+from __future__ import annotations
+
+#: Short aliases of the contract, in the order the exporter prefers them (most specific last
+#: wins ties on length, so ``nniqat`` beats ``nni`` for ``torch.ao.nn.intrinsic.qat``).
+ALIASES: dict[str, str] = {
+    "nn": "torch.nn",
+    "F": "torch.nn.functional",
+    "nni": "torch.ao.nn.intrinsic",
+    "nniqat": "torch.ao.nn.intrinsic.qat",
+    "nnqat": "torch.ao.nn.qat",
+    "nnq": "torch.ao.nn.quantized",
+    "nnqr": "torch.ao.nn.quantized.reference",
+    "nnqd": "torch.ao.nn.quantized.dynamic",
+    "operator": "operator",
+    "torch": "torch",
+}
+
+#: Names that stand alone (no module prefix) and the object path they mean.
+SPECIAL_NAMES: dict[str, str] = {
+    "MatchAllNode": "torch.ao.quantization.utils.MatchAllNode",
+}
+
+#: Modules searched, in order, for a bare function name such as ``fuse_conv_bn``.
+BARE_FUNCTION_MODULES: tuple[str, ...] = (
+    "torch.ao.quantization.fuser_method_mappings",
+    "torch.ao.quantization.backend_config.onednn",
+    "torch.ao.quantization.backend_config._common_operator_config_utils",
+    "torch.ao.quantization.backend_config.executorch",
+)
+
+#: The prefix of a ``call_method`` pattern: ``method:view`` is torch's plain string ``"view"``.
+METHOD_PREFIX = "method:"
+
+#: Roots every spec may name; the caller's allow-list adds to these.
+DEFAULT_ROOTS: tuple[str, ...] = ("torch", "operator")
+
+#: Python's ``operator`` functions report ``_operator`` as their module.
+ROOT_MODULE_ALIASES: dict[str, str] = {"_operator": "operator"}
+
+#: The built-in torch backends ``extends`` and ``export`` accept, and their getters.
+BUILTIN_BACKENDS: dict[str, str] = {
+    "native": "get_native_backend_config",
+    "fbgemm": "get_fbgemm_backend_config",
+    "qnnpack": "get_qnnpack_backend_config",
+    "x86": "get_x86_backend_config",
+    "onednn": "get_onednn_backend_config",
+    "executorch": "get_executorch_backend_config",
+    "tensorrt": "get_tensorrt_backend_config",
+}
+
+
+def builtin_backend_config(name: str):
+    """A fresh BackendConfig of a built-in torch backend (``KeyError`` if unknown)."""
+    from backend_spec._torch import backend_config_module, quiet
+
+    getter_name = BUILTIN_BACKENDS[name]
+    with quiet():
+        if name == "x86":
+            from torch.ao.quantization.backend_config.x86 import get_x86_backend_config
+
+            return get_x86_backend_config()
+        return getattr(backend_config_module, getter_name)()
