@@ -1,0 +1,47 @@
+"""dtype names as a spec writes them, and the value range of each integer dtype."""
+
+from __future__ import annotations
+
+from functools import cache
+
+_QUANTIZED_RANGES: dict[str, tuple[int, int]] = {
+    "quint8": (0, 255),
+    "qint8": (-128, 127),
+    "qint32": (-(2**31), 2**31 - 1),
+    "quint4x2": (0, 15),
+    "quint2x4": (0, 3),
+}
+
+
+@cache
+def dtype_names() -> frozenset[str]:
+    """Every ``torch`` attribute that is a ``torch.dtype`` (``quint8``, ``float``, ``half``...)."""
+    from backend_spec._torch import torch
+
+    return frozenset(name for name, value in vars(torch).items() if isinstance(value, torch.dtype))
+
+
+def to_dtype(name: str):
+    """The ``torch.dtype`` a spec name stands for (the name must be in :func:`dtype_names`)."""
+    from backend_spec._torch import torch
+
+    return vars(torch)[name]
+
+
+@cache
+def dtype_range(name: str) -> tuple[int, int] | None:
+    """The representable integer range of a dtype, or None for floating and unknown ones."""
+    if name in _QUANTIZED_RANGES:
+        return _QUANTIZED_RANGES[name]
+    if name not in dtype_names():
+        return None
+    from backend_spec._torch import torch
+
+    dtype = to_dtype(name)
+    if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool:
+        return None
+    try:
+        info = torch.iinfo(dtype)
+    except TypeError:
+        return None
+    return int(info.min), int(info.max)

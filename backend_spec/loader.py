@@ -1,0 +1,209 @@
+"""The load pipeline: bytes -> text -> data with positions -> model -> BackendConfig.
+
+Also where ``extends`` and ``remove`` are applied, since a base may itself be a spec file.
+Every problem, at any stage, ends in :class:`SpecError`; nothing else escapes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from backend_spec import _torch
+from backend_spec.compile import Compiled, Compiler, Origin, pattern_key
+from backend_spec.diagnostics import Diagnostic, SpecError
+from backend_spec.models import SpecModel
+from backend_spec.names import BUILTIN_BACKENDS, builtin_backend_config
+from backend_spec.resolve import Resolver
+from backend_spec.source import SourceDoc, decode, format_for, parse
+from backend_spec.validate import validate
+
+MAX_EXTENDS_DEPTH = 16
+
+
+def load(path: str | os.PathLike[str], allow_imports: Iterable[str] | None = None) -> Any:
+    """Load a spec file (``.yaml``/``.yml``/``.toml``) and return a torch ``BackendConfig``."""
+    return compile_file(path, allow_imports).backend_config
+
+
+def loads(
+    text: str,
+    format: str = "yaml",
+    allow_imports: Iterable[str] | None = None,
+    *,
+    file: str = "<string>",
+    base_dir: str | os.PathLike[str] | None = None,
+) -> Any:
+    """Load spec text of the given format (``"yaml"`` or ``"toml"``) into a BackendConfig.
+
+    ``base_dir`` anchors a relative ``extends`` path (default: the current directory).
+    """
+    resolver = Resolver(tuple(allow_imports or ()))
+    fmt = format_for(file, format)
+    with _torch.quiet():
+        return _guarded(
+            lambda: _compile_text(text, file, fmt, resolver, Path(base_dir or "."), ())
+        ).backend_config
+
+
+def compile_file(
+    path: str | os.PathLike[str], allow_imports: Iterable[str] | None = None
+) -> Compiled:
+    """Compile a spec file, keeping where each pattern came from (for ``bespec show``)."""
+    resolver = Resolver(tuple(allow_imports or ()))
+    with _torch.quiet():
+        return _guarded(lambda: _compile_path(Path(path), resolver, ()))
+
+
+def _guarded(build: Any) -> Compiled:
+    """Run a build; any failure that is not already a SpecError becomes one, never a traceback."""
+    try:
+        return build()
+    except SpecError:
+        raise
+    except RecursionError:
+        raise SpecError([Diagnostic("<spec>", 0, 0, "BS104", "nesting too deep")]) from None
+    except Exception as exc:  # a bug or a torch error on strange input: still a SpecError
+        raise SpecError(
+            [
+                Diagnostic(
+                    "<spec>",
+                    0,
+                    0,
+                    "BS900",
+                    f"internal error while loading: {type(exc).__name__}: {exc}",
+                    "please report this with the spec that caused it",
+                )
+            ]
+        ) from exc
+
+
+def read_source(path: Path, fmt: str | None = None) -> SourceDoc:
+    """Read and parse a spec file (SpecError on unreadable, undecodable or malformed text)."""
+    file = str(path)
+    try:
+        fmt = format_for(path, fmt)
+    except ValueError as exc:
+        raise SpecError(
+            [Diagnostic(file, 0, 0, "BS100", str(exc), "use .yaml, .yml or .toml")]
+        ) from None
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise SpecError(
+            [Diagnostic(file, 0, 0, "BS100", f"cannot read: {exc.strerror or exc}")]
+        ) from None
+    return parse(decode(raw, file), file, fmt)
+
+
+def _compile_path(path: Path, resolver: Resolver, chain: tuple[Path, ...]) -> Compiled:
+    doc = read_source(path)
+    return _compile_doc(doc, resolver, path.parent, (*chain, path.resolve()))
+
+
+def _compile_text(
+    text: str, file: str, fmt: str, resolver: Resolver, base_dir: Path, chain: tuple[Path, ...]
+) -> Compiled:
+    return _compile_doc(parse(text, file, fmt), resolver, base_dir, chain)
+
+
+def _compile_doc(
+    doc: SourceDoc, resolver: Resolver, base_dir: Path, chain: tuple[Path, ...]
+) -> Compiled:
+    spec, problems = validate(doc)
+    if spec is None:
+        raise SpecError(problems)
+    compiler = Compiler(doc, spec, resolver)
+    entries = compiler.compile_patterns()
+    removals = compiler.removal_keys()
+    base = _base(doc, spec, resolver, base_dir, chain, compiler.diagnostics)
+    if spec.remove and not spec.extends:
+        compiler.problem(
+            ("remove",), "BS403", "'remove' needs 'extends'", "name a base to remove patterns from"
+        )
+    if compiler.diagnostics:
+        raise SpecError(compiler.diagnostics)
+    result = Compiled(_torch.BackendConfig(spec.name))
+    if base is not None:
+        _inherit(result, base)
+    _remove(result, removals, doc, compiler.diagnostics)
+    for index, config in entries:
+        key = pattern_key(config)
+        result.backend_config.set_backend_pattern_config(config)
+        result.origins[key] = Origin(doc.file, doc.where(("patterns", index))[0])
+    if compiler.diagnostics:
+        raise SpecError(compiler.diagnostics)
+    return result
+
+
+def _inherit(result: Compiled, base: Compiled) -> None:
+    for config in base.backend_config.configs:
+        key = pattern_key(config)
+        result.backend_config.set_backend_pattern_config(config)
+        result.origins[key] = base.origins.get(key, Origin("?"))
+
+
+def _remove(
+    result: Compiled, removals: list[tuple[Any, Any]], doc: SourceDoc, out: list[Diagnostic]
+) -> None:
+    table = result.backend_config._pattern_complex_format_to_config
+    for path, key in removals:
+        if key in table:
+            del table[key]
+            result.origins.pop(key, None)
+        else:
+            out.append(
+                doc.diagnostic(
+                    path,
+                    "BS404",
+                    "this pattern is not among the base's patterns",
+                    "check the spelling; `bespec show` lists what the base has",
+                )
+            )
+
+
+def _base(
+    doc: SourceDoc,
+    spec: SpecModel,
+    resolver: Resolver,
+    base_dir: Path,
+    chain: tuple[Path, ...],
+    out: list[Diagnostic],
+) -> Compiled | None:
+    """The compiled base named by ``extends`` (None, with a diagnostic, when unusable)."""
+    if spec.extends is None:
+        return None
+    where = ("extends",)
+    if spec.extends in BUILTIN_BACKENDS:
+        config = builtin_backend_config(spec.extends)
+        origin = Origin(f"torch:{spec.extends}")
+        return Compiled(config, {pattern_key(c): origin for c in config.configs})
+    path = (base_dir / spec.extends).resolve()
+    if path in chain:
+        cycle = " -> ".join(p.name for p in (*chain, path))
+        out.append(doc.diagnostic(where, "BS402", f"'extends' makes a cycle: {cycle}"))
+        return None
+    if len(chain) >= MAX_EXTENDS_DEPTH:
+        out.append(
+            doc.diagnostic(where, "BS402", f"'extends' chain deeper than {MAX_EXTENDS_DEPTH}")
+        )
+        return None
+    if not path.is_file():
+        builtins = ", ".join(BUILTIN_BACKENDS)
+        out.append(
+            doc.diagnostic(
+                where,
+                "BS402",
+                f"base '{spec.extends}' is neither a built-in backend nor a file",
+                f"built-ins: {builtins}; a path is relative to this spec file",
+            )
+        )
+        return None
+    try:
+        return _compile_path(path, resolver, chain)
+    except SpecError as exc:
+        out.extend(exc.diagnostics)
+        out.append(doc.diagnostic(where, "BS402", f"base '{spec.extends}' has errors"))
+        return None
