@@ -1,0 +1,195 @@
+"""Export stage 3: a BackendConfig as a plain spec document (dicts, lists, str, int, float, bool).
+
+The document is format-neutral: the YAML and TOML emitters only lay it out. Every object is
+named here, so every naming failure is found here too, all of them in one pass, and reported
+as one :class:`~backend_spec.SpecError` instead of a half-written file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from backend_spec._torch import BackendConfig, BackendPatternConfig, ObservationType
+from backend_spec.diagnostics import Diagnostic, SpecError, format_key_path
+from backend_spec.export.dtypes import DTypeConfigTable, DTypeDoc
+from backend_spec.export.naming import object_name, op_name, sequential_class
+
+#: Diagnostic code of an object the exporter cannot name.
+UNNAMEABLE = "E901"
+
+_DEFAULT_OBSERVATION = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
+
+#: Module-class fields: spec key -> BackendPatternConfig attribute.
+_MODULE_FIELDS: tuple[tuple[str, str], ...] = (
+    ("root_module", "root_module"),
+    ("qat_module", "qat_module"),
+    ("reference_quantized_module", "reference_quantized_module"),
+    ("fused_module", "fused_module"),
+)
+
+#: Function fields after ``fuser_method``: spec key -> BackendPatternConfig attribute.
+_GETTER_FIELDS: tuple[tuple[str, str], ...] = (
+    ("root_node_getter", "_root_node_getter"),
+    ("extra_inputs_getter", "_extra_inputs_getter"),
+)
+
+
+@dataclass
+class SpecDocument:
+    """A spec file's content. ``families`` labels each pattern for the YAML group comments."""
+
+    name: str
+    dtype_configs: dict[str, DTypeDoc] = field(default_factory=dict)
+    patterns: list[dict[str, Any]] = field(default_factory=list)
+    families: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The document as the loader reads it (key order as written)."""
+        out: dict[str, Any] = {"spec_version": 1, "name": self.name}
+        if self.dtype_configs:
+            out["dtype_configs"] = self.dtype_configs
+        out["patterns"] = self.patterns
+        return out
+
+
+class _Unnameable(Exception):
+    """Raised inside the builder; collected into one diagnostic per offending field."""
+
+
+def observation_type_name(observation_type: ObservationType) -> str:
+    return observation_type.name.lower()
+
+
+def describe_object(obj: Any) -> str:
+    """``module.qualname`` of an object, for messages (no memory addresses)."""
+    qualname = getattr(obj, "__qualname__", None)
+    if qualname is None:
+        return repr(obj)
+    return f"{getattr(obj, '__module__', '?')}.{qualname}"
+
+
+def pattern_label(pattern: Any) -> str:
+    """A readable form of a pattern for messages, even when parts of it cannot be named."""
+    if isinstance(pattern, tuple):
+        return "(" + ", ".join(pattern_label(p) for p in pattern) + ")"
+    name = op_name(pattern)
+    return describe_object(pattern) if name is None else name
+
+
+def _name(obj: Any, namer: Callable[[Any], str | None] = object_name) -> str:
+    name = namer(obj)
+    if name is None:
+        raise _Unnameable(obj)
+    return name
+
+
+def _nested_names(pattern: Any) -> Any:
+    """Names of a pattern in torch's nested tuple format, as nested lists."""
+    if isinstance(pattern, tuple):
+        return [_nested_names(p) for p in pattern]
+    return _name(pattern, op_name)
+
+
+def _fuser_doc(fuser: Callable[..., Any]) -> str | dict[str, str]:
+    cls = sequential_class(fuser)
+    return _name(fuser) if cls is None else {"sequential": _name(cls)}
+
+
+class _PatternBuilder:
+    """Builds pattern entries; records unnameable objects as diagnostics instead of failing."""
+
+    def __init__(self, table: DTypeConfigTable, source: str) -> None:
+        self.table = table
+        self.source = source
+        self.diagnostics: list[Diagnostic] = []
+
+    def build(self, index: int, config: BackendPatternConfig) -> dict[str, Any]:
+        entry: dict[str, Any] = {}
+        if config._pattern_complex_format is not None:
+            self._put(
+                entry,
+                index,
+                config,
+                "pattern_complex_format",
+                _nested_names,
+                config._pattern_complex_format,
+            )
+        else:
+            self._put(entry, index, config, "pattern", _forward_pattern_doc, config.pattern)
+        if config.observation_type != _DEFAULT_OBSERVATION:
+            entry["observation_type"] = observation_type_name(config.observation_type)
+        if config.dtype_configs:
+            entry["dtype_configs"] = self.table.names_of(config.dtype_configs)
+        for key, attr in _MODULE_FIELDS:
+            self._put(entry, index, config, key, _name, getattr(config, attr))
+        self._put(entry, index, config, "fuser_method", _fuser_doc, config.fuser_method)
+        for key, attr in _GETTER_FIELDS:
+            self._put(entry, index, config, key, _name, getattr(config, attr))
+        if config._num_tensor_args_to_observation_type:
+            entry["num_tensor_args_to_observation_type"] = {
+                int(n): observation_type_name(t)
+                for n, t in config._num_tensor_args_to_observation_type.items()
+            }
+        if config._input_type_to_index:
+            entry["input_type_to_index"] = dict(config._input_type_to_index)
+        return entry
+
+    def _put(
+        self,
+        entry: dict[str, Any],
+        index: int,
+        config: BackendPatternConfig,
+        key: str,
+        convert: Callable[[Any], Any],
+        value: Any,
+    ) -> None:
+        if value is None:
+            return
+        try:
+            entry[key] = convert(value)
+        except _Unnameable as exc:
+            self.diagnostics.append(self._unnameable(index, config, key, exc.args[0]))
+
+    def _unnameable(
+        self, index: int, config: BackendPatternConfig, key: str, obj: Any
+    ) -> Diagnostic:
+        pattern = config._pattern_complex_format or config.pattern
+        path = ("patterns", index, key)
+        return Diagnostic(
+            file=self.source,
+            line=0,
+            column=0,
+            code=UNNAMEABLE,
+            message=(
+                f"cannot export {format_key_path(path)} of pattern {pattern_label(pattern)}: "
+                f"{describe_object(obj)} has no importable name"
+            ),
+            hint="use a module-level function or class (not a lambda or local function)",
+            key_path=path,
+        )
+
+
+def _forward_pattern_doc(pattern: Any) -> str | list[str]:
+    """``pattern`` in forward order: one name, or a list of 2-3 names."""
+    if isinstance(pattern, tuple):
+        return [_name(op, op_name) for op in pattern]
+    return _name(pattern, op_name)
+
+
+def build_document(backend_config: BackendConfig, source: str = "<export>") -> SpecDocument:
+    """The spec document of ``backend_config``; raises ``SpecError`` listing every object
+    that cannot be named (``source`` is the file name diagnostics report)."""
+    from backend_spec.export.families import family_of
+
+    table = DTypeConfigTable()
+    builder = _PatternBuilder(table, source)
+    doc = SpecDocument(name=backend_config.name)
+    for index, config in enumerate(backend_config.configs):
+        doc.patterns.append(builder.build(index, config))
+        doc.families.append(family_of(config))
+    if builder.diagnostics:
+        raise SpecError(builder.diagnostics)
+    doc.dtype_configs = table.docs
+    return doc

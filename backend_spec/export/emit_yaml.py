@@ -1,0 +1,126 @@
+"""Export stage 4 (YAML): lay a :class:`SpecDocument` out as a readable YAML spec.
+
+Short lists and mappings (``pattern: [nn.Conv2d, nn.ReLU]``, dtype mappings) go in flow
+style, long ones in block style; patterns are grouped by family under comments. Floats are
+written with ``repr`` precision and always with a dot (``1.0e-05``) so that YAML 1.1 parsers
+read them as floats too.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.representer import RoundTripRepresenter
+from ruamel.yaml.scalarstring import SingleQuotedScalarString
+
+from backend_spec.export.document import SpecDocument
+
+#: First line of every exported YAML spec: editor completion and validation.
+SCHEMA_COMMENT = "# yaml-language-server: $schema=../schemas/backend-spec.schema.json"
+
+#: Longest flow-style list (as rendered) before it switches to block style.
+_FLOW_LIMIT = 72
+
+#: Pattern keys that stay in flow style at any length: a pattern reads as one expression.
+_ALWAYS_FLOW = frozenset({"pattern", "pattern_complex_format", "fuser_method"})
+
+
+def float_text(value: float) -> str:
+    """The shortest text that reads back as exactly ``value`` in YAML 1.1 and 1.2."""
+    if value != value:
+        return ".nan"
+    if value in (float("inf"), float("-inf")):
+        return ".inf" if value > 0 else "-.inf"
+    text = repr(value)
+    mantissa, e, exponent = text.partition("e")
+    if "." not in mantissa:
+        mantissa += ".0"
+    return f"{mantissa}{e}{exponent}"
+
+
+class _Representer(RoundTripRepresenter):
+    """ruamel's round-trip representer with exact, portable floats (a private subclass, so
+    other users of ruamel in the process are unaffected)."""
+
+    def represent_float(self, data: float) -> Any:
+        return self.represent_scalar("tag:yaml.org,2002:float", float_text(data))
+
+
+_Representer.add_representer(float, _Representer.represent_float)
+
+
+def _flow_scalar(value: Any) -> Any:
+    """Quote strings that libyaml misreads inside ``[...]``/``{...}``, such as
+    ``method:view`` (plain in block context, where every parser reads it right)."""
+    if isinstance(value, str) and any(ch in value for ch in ":#,[]{}"):
+        return SingleQuotedScalarString(value)
+    return value
+
+
+def _flow_length(value: Any) -> int:
+    if isinstance(value, dict):
+        return sum(len(str(k)) + _flow_length(v) + 4 for k, v in value.items()) + 2
+    if isinstance(value, list):
+        return sum(_flow_length(v) + 2 for v in value) + 2
+    return len(str(value))
+
+
+def _node(value: Any, force_flow: bool = False, in_flow: bool = False) -> Any:
+    """ruamel nodes for plain data: flow style when short (or forced), block otherwise."""
+    if not isinstance(value, (dict, list)):
+        return _flow_scalar(value) if in_flow else value
+    flow = in_flow or force_flow or _flow_length(value) <= _FLOW_LIMIT
+    if isinstance(value, dict):
+        node: Any = CommentedMap((k, _node(v, force_flow, flow)) for k, v in value.items())
+    else:
+        node = CommentedSeq(_node(v, force_flow, flow) for v in value)
+    if flow:
+        node.fa.set_flow_style()
+    return node
+
+
+def _dtype_configs_node(dtype_configs: dict[str, dict[str, Any]]) -> CommentedMap:
+    return CommentedMap(
+        (name, CommentedMap((k, _node(v, force_flow=True)) for k, v in doc.items()))
+        for name, doc in dtype_configs.items()
+    )
+
+
+def _patterns_node(doc: SpecDocument) -> CommentedSeq:
+    patterns = CommentedSeq(
+        CommentedMap((k, _node(v, force_flow=k in _ALWAYS_FLOW)) for k, v in entry.items())
+        for entry in doc.patterns
+    )
+    previous = None
+    for index, family in enumerate(doc.families):
+        if family != previous:
+            before = family if index == 0 else f"\n{family}"
+            patterns.yaml_set_comment_before_after_key(index, before=before, indent=2)
+            previous = family
+    return patterns
+
+
+def emit_yaml(doc: SpecDocument) -> str:
+    """The YAML text of a spec document."""
+    root = CommentedMap()
+    root["spec_version"] = 1
+    root["name"] = doc.name
+    if doc.dtype_configs:
+        root["dtype_configs"] = _dtype_configs_node(doc.dtype_configs)
+        root.yaml_set_comment_before_after_key("dtype_configs", before="\n")
+    root["patterns"] = _patterns_node(doc)
+    root.yaml_set_comment_before_after_key("patterns", before="\n")
+
+    yaml = YAML(typ="rt")
+    yaml.Representer = _Representer
+    yaml.indent(mapping=2, sequence=4, offset=2)
+    yaml.width = 100
+    stream = io.StringIO()
+    yaml.dump(root, stream)
+    # ruamel leaves a space where it wraps a long flow mapping; no value here spans lines,
+    # so trailing whitespace is never significant.
+    lines = [line.rstrip() for line in stream.getvalue().splitlines()]
+    return "\n".join([SCHEMA_COMMENT, *lines]) + "\n"
