@@ -1,0 +1,483 @@
+"""A QConfigMapping that a BackendConfig will actually honour.
+
+``prepare_fx`` silently leaves a pattern in fp32 when the user's QConfig does not satisfy one of
+the pattern's DTypeConfigs (wrong dtype, a quantization range outside the backend's bounds, an
+``eps`` below its minimum scale, a non-fixed observer on a fixed-qparams op, ...). Writing those
+QConfigs by hand for a custom backend is tedious and error prone, so :func:`qconfig_mapping`
+derives them from the BackendConfig itself: for every pattern it takes the first DTypeConfig it
+can build a QConfig for, and builds the QConfig to meet that DTypeConfig's constraints.
+
+The result is checked against torch's own acceptance test (:func:`satisfies`), which calls the
+same ``_qconfig_satisfies_dtype_config_constraints`` that ``prepare_fx`` uses.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig, quiet, torch
+
+with quiet():
+    from torch.ao.quantization import QConfig, QConfigMapping
+    from torch.ao.quantization.observer import (
+        FixedQParamsObserver,
+        MinMaxObserver,
+        PerChannelMinMaxObserver,
+        PlaceholderObserver,
+    )
+    from torch.ao.quantization.utils import MatchAllNode
+
+__all__ = [
+    "PatternQConfig",
+    "choose",
+    "fusion_conflicts",
+    "pattern_ops",
+    "qconfig_for",
+    "qconfig_mapping",
+    "resolve_backend_config",
+    "runs_on",
+    "satisfies",
+]
+
+#: Integer range of each quantized dtype an observer can produce.
+_QRANGE: dict[torch.dtype, tuple[int, int]] = {
+    torch.quint8: (0, 255),
+    torch.qint8: (-128, 127),
+    torch.qint32: (-(2**31), 2**31 - 1),
+    torch.quint4x2: (0, 15),
+    torch.quint2x4: (0, 3),
+    torch.uint8: (0, 255),
+    torch.int8: (-128, 127),
+    torch.int16: (-(2**15), 2**15 - 1),
+    torch.int32: (-(2**31), 2**31 - 1),
+}
+
+#: Dtypes that are packed below 8 bits and only exist as weight-only embedding tables.
+_SUB_BYTE = (torch.quint4x2, torch.quint2x4)
+
+_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+
+#: The weight constraints (a ``_describe`` tuple) used when a DTypeConfig has no weight and no
+#: weighted DTypeConfig shares its activation constraints: torch's default qint8 weights.
+_DEFAULT_WEIGHT: tuple = (torch.qint8, None, None, None, None, None, None)
+
+#: Engines whose x86 kernels may overflow with a full 8-bit activation range (torch's own
+#: defaults use ``reduce_range=True`` there).
+_REDUCE_RANGE_ENGINES = ("x86", "fbgemm")
+
+#: Engines whose static/dynamic kernels only take quint8 activations.
+_QUINT8_ENGINES = ("x86", "fbgemm", "qnnpack", "onednn")
+
+
+@dataclass(frozen=True)
+class PatternQConfig:
+    """The DTypeConfig chosen for one pattern and the QConfig built for it (``None`` if none is
+    usable, with ``reason`` saying why)."""
+
+    config: BackendPatternConfig
+    dtype_config: DTypeConfig | None
+    qconfig: QConfig | None
+    reason: str = ""
+
+
+def qconfig_mapping(
+    spec_or_backend_config: BackendConfig | str | os.PathLike[str],
+    *,
+    engine: str | None = None,
+    allow_imports: Iterable[str] = (),
+) -> QConfigMapping:
+    """A QConfigMapping whose QConfigs satisfy each pattern's first usable DTypeConfig.
+
+    ``spec_or_backend_config`` is a BackendConfig or the path of a spec file (loaded with
+    :func:`backend_spec.load`, honouring ``allow_imports``). ``engine`` tunes the activation range
+    for the kernels that will run the model (x86/fbgemm use a 7-bit range like torch's defaults);
+    leave it ``None`` for a backend-neutral mapping.
+
+    Every op of a pattern (a module class, a function or a method name) is mapped with
+    ``set_object_type``; the first pattern mentioning an op decides its QConfig, and all ops of a
+    fused pattern share one QConfig because torch requires it when it fuses them.
+    """
+    backend_config = resolve_backend_config(spec_or_backend_config, allow_imports)
+    mapping = QConfigMapping()
+    for op, qconfig in _op_qconfigs(backend_config, engine).items():
+        mapping.set_object_type(op, qconfig)
+    return mapping
+
+
+def resolve_backend_config(
+    spec_or_backend_config: BackendConfig | str | os.PathLike[str],
+    allow_imports: Iterable[str] = (),
+) -> BackendConfig:
+    """A BackendConfig as is, or the one a spec file compiles to."""
+    if isinstance(spec_or_backend_config, BackendConfig):
+        return spec_or_backend_config
+    import backend_spec
+
+    return backend_spec.load(os.fspath(spec_or_backend_config), allow_imports=list(allow_imports))
+
+
+def _op_qconfigs(backend_config: BackendConfig, engine: str | None) -> dict[Any, QConfig]:
+    """op -> QConfig.
+
+    An op's own single-op pattern decides its QConfig; ops that only appear inside multi-op
+    patterns take the first such pattern's. A fused partner that has its own, different
+    requirement keeps it (see :func:`fusion_conflicts`): every pattern stays satisfiable, and a
+    model that really fuses the pair gets torch's explicit error instead of a silent fp32 op.
+    """
+    entries = [entry for entry in choose(backend_config, engine) if entry.qconfig is not None]
+    chosen: dict[Any, QConfig] = {}
+    for entry in entries:
+        ops = pattern_ops(entry.config)
+        if len(ops) == 1:
+            chosen.setdefault(ops[0], entry.qconfig)
+    for entry in entries:
+        ops = pattern_ops(entry.config)
+        shared = chosen.get(ops[0], entry.qconfig)
+        for op in ops:
+            chosen.setdefault(op, shared)
+    for config in backend_config.configs:
+        # Fusion-only patterns (no DTypeConfigs): partners follow the first op, as torch requires.
+        ops = pattern_ops(config)
+        if not config.dtype_configs and len(ops) > 1 and ops[0] in chosen:
+            for op in ops[1:]:
+                chosen.setdefault(op, chosen[ops[0]])
+    return chosen
+
+
+def fusion_conflicts(
+    backend_config: BackendConfig, engine: str | None = None
+) -> list[tuple[BackendPatternConfig, Any]]:
+    """Fused patterns whose partner op needs a QConfig different from the first op's.
+
+    Such a backend cannot be served by any per-type QConfigMapping: torch refuses to fuse modules
+    with different QConfigs, while the partner's own pattern needs its own (onednn's
+    ``(nn.Linear, nn.Tanh)`` against the fixed-qparams ``nn.Tanh`` is the built-in example).
+    """
+    from torch.ao.quantization.qconfig import qconfig_equals
+
+    chosen = _op_qconfigs(backend_config, engine)
+    conflicts = []
+    for config in backend_config.configs:
+        ops = pattern_ops(config)
+        if config.fused_module is None or len(ops) < 2:
+            continue
+        for op in ops[1:]:
+            if not qconfig_equals(chosen.get(op), chosen.get(ops[0])):
+                conflicts.append((config, op))
+    return conflicts
+
+
+def choose(backend_config: BackendConfig, engine: str | None = None) -> Iterator[PatternQConfig]:
+    """For every pattern with DTypeConfigs: the first usable one and its QConfig.
+
+    With an ``engine``, DTypeConfigs whose activations that engine's kernels cannot take (qint8
+    activations on x86/fbgemm/qnnpack/onednn) are passed over when a later one is runnable.
+    """
+    reduce_range = engine in _REDUCE_RANGE_ENGINES
+    partners = _weight_partners(backend_config)
+    for config in backend_config.configs:
+        if not config.dtype_configs:
+            continue
+        usable, reasons = [], []
+        for dtype_config in config.dtype_configs:
+            described = _describe(dtype_config)
+            weight = partners.get(_activation_key(described), _DEFAULT_WEIGHT)
+            qconfig, reason = _cached_qconfig(described, reduce_range, weight)
+            if qconfig is None:
+                reasons.append(reason)
+            else:
+                usable.append(PatternQConfig(config, dtype_config, qconfig))
+        if not usable:
+            yield PatternQConfig(config, None, None, "; ".join(reasons))
+            continue
+        runnable = [entry for entry in usable if runs_on(entry.dtype_config, engine)]
+        yield (runnable or usable)[0]
+
+
+def runs_on(dtype_config: DTypeConfig, engine: str | None) -> bool:
+    """Whether ``engine``'s quantized CPU kernels take this DTypeConfig's input activations.
+
+    torch's server and mobile engines only implement unsigned 8-bit activations (plus float
+    ones for dynamic, fp16 and weight-only kernels); ``None`` means no particular engine.
+    """
+    if engine is None or engine not in _QUINT8_ENGINES:
+        return True
+    return dtype_config.input_dtype in (None, torch.quint8, *_FLOATS)
+
+
+def _weight_partners(backend_config: BackendConfig) -> dict[tuple, tuple]:
+    """Activation constraints -> the weight constraints weighted ops pair them with.
+
+    A weightless op (ReLU, BatchNorm, add) ignores its QConfig's weight observer, but torch only
+    fuses modules whose QConfigs are *equal*, weight observer included. Giving weightless ops the
+    weight observer of a weighted op with the same activation constraints keeps (Conv2d, ReLU)
+    fusable.
+    """
+    partners: dict[tuple, tuple] = {}
+    for config in backend_config.configs:
+        for dtype_config in config.dtype_configs:
+            described = _describe(dtype_config)
+            if described[2][0] is not None:
+                partners.setdefault(_activation_key(described), described[2])
+    return partners
+
+
+def _activation_key(described: tuple) -> tuple:
+    inp, out, _weight, _bias, is_dynamic = described
+    return inp, out, is_dynamic
+
+
+def qconfig_for(dtype_config: DTypeConfig, *, reduce_range: bool = False) -> QConfig | None:
+    """A QConfig meeting ``dtype_config`` and its constraints, or ``None`` if there is none."""
+    return _cached_qconfig(_describe(dtype_config), reduce_range, _DEFAULT_WEIGHT)[0]
+
+
+def _describe(dtype_config: DTypeConfig) -> tuple:
+    def constraints(dwc) -> tuple:
+        return (
+            dwc.dtype,
+            dwc.quant_min_lower_bound,
+            dwc.quant_max_upper_bound,
+            dwc.scale_min_lower_bound,
+            dwc.scale_max_upper_bound,
+            dwc.scale_exact_match,
+            dwc.zero_point_exact_match,
+        )
+
+    return (
+        constraints(dtype_config.input_dtype_with_constraints),
+        constraints(dtype_config.output_dtype_with_constraints),
+        constraints(dtype_config.weight_dtype_with_constraints),
+        dtype_config.bias_dtype,
+        bool(dtype_config.is_dynamic),
+    )
+
+
+@lru_cache(maxsize=None)
+def _cached_qconfig(
+    described: tuple, reduce_range: bool, weight_if_none: tuple
+) -> tuple[QConfig | None, str]:
+    """Cached on the DTypeConfig's description, so identical DTypeConfigs share one QConfig."""
+    inp, out, weight, _bias, is_dynamic = described
+    in_dtype, out_dtype = inp[0], out[0]
+    if in_dtype in (None, torch.float32) and out_dtype in (None, torch.float32) and not is_dynamic:
+        with quiet():
+            return _weight_only_qconfig(weight)
+    if weight[0] is None:
+        weight = weight_if_none
+    with quiet():
+        if is_dynamic:
+            return _dynamic_qconfig(inp, weight)
+        if in_dtype in (torch.float16, torch.bfloat16):
+            return _float_qconfig(in_dtype, weight[0])
+        if in_dtype in _QRANGE and out_dtype in (None, *_QRANGE):
+            return _static_qconfig(inp, out, weight, reduce_range)
+    return None, f"no QConfig can produce input {in_dtype} / output {out_dtype}"
+
+
+def _static_qconfig(inp: tuple, out: tuple, weight: tuple, reduce_range: bool):
+    """Observed activations (input and output share one observer constructor in a QConfig)."""
+    activation, reason = _activation_observer(inp, out, reduce_range)
+    if activation is None:
+        return None, reason
+    weight_obs, reason = _weight_observer(weight)
+    if weight_obs is None:
+        return None, reason
+    return QConfig(activation=activation, weight=weight_obs), ""
+
+
+def _activation_observer(inp: tuple, out: tuple, reduce_range: bool):
+    if out[0] not in (None, inp[0]):
+        # A QConfig has one activation observer, used for both a node's inputs and its output.
+        return None, f"input {inp[0]} and output {out[0]} differ; one QConfig cannot do both"
+    merged = _merge_constraints(inp, out)
+    if merged is None:
+        return None, "input and output constraints contradict each other"
+    dtype, qmin_lb, qmax_ub, scale_min, _scale_max, scale_exact, zp_exact = merged
+    if scale_exact is not None and zp_exact is not None:
+        qmin, qmax = _quant_range(dtype, qmin_lb, qmax_ub, reduce=False)
+        return FixedQParamsObserver.with_args(
+            scale=scale_exact, zero_point=zp_exact, dtype=dtype, quant_min=qmin, quant_max=qmax
+        ), ""
+    qmin, qmax = _quant_range(dtype, qmin_lb, qmax_ub, reduce=reduce_range)
+    if qmin >= qmax:
+        return None, f"empty quantization range [{qmin_lb}, {qmax_ub}] for {dtype}"
+    return MinMaxObserver.with_args(
+        dtype=dtype, quant_min=qmin, quant_max=qmax, eps=_eps(scale_min)
+    ), ""
+
+
+def _merge_constraints(a: tuple, b: tuple) -> tuple | None:
+    """The tighter of two DTypeWithConstraints descriptions of the same dtype."""
+    if b[0] is None:
+        return a
+    lo = [v for v in (a[1], b[1]) if v is not None]
+    hi = [v for v in (a[2], b[2]) if v is not None]
+    smin = [v for v in (a[3], b[3]) if v is not None]
+    exact = {(s, z) for s, z in ((a[5], a[6]), (b[5], b[6])) if s is not None and z is not None}
+    if len(exact) > 1:
+        return None
+    scale_exact, zp_exact = next(iter(exact)) if exact else (None, None)
+    return (
+        a[0],
+        max(lo) if lo else None,
+        min(hi) if hi else None,
+        max(smin) if smin else None,
+        None,
+        scale_exact,
+        zp_exact,
+    )
+
+
+def _quant_range(dtype: torch.dtype, lower: int | None, upper: int | None, *, reduce: bool):
+    """The dtype's full range (halved when ``reduce``), clipped to the backend's bounds."""
+    qmin, qmax = _QRANGE[dtype]
+    if reduce and dtype in (torch.quint8, torch.uint8):
+        qmax = 127
+    elif reduce and dtype in (torch.qint8, torch.int8):
+        qmin, qmax = -64, 63
+    if lower is not None:
+        qmin = max(qmin, lower)
+    if upper is not None:
+        qmax = min(qmax, upper)
+    return qmin, qmax
+
+
+def _eps(scale_min: float | None) -> float:
+    """Observer ``eps`` is torch's stand-in for the minimum scale a backend accepts."""
+    default = torch.finfo(torch.float32).eps
+    return default if scale_min is None else max(default, scale_min)
+
+
+def _weight_observer(weight: tuple):
+    """Per-tensor symmetric for int weights (every engine and reference module accepts it)."""
+    dtype, qmin_lb, qmax_ub, scale_min = weight[:4]
+    if dtype is None:
+        return None, ""
+    if dtype in _FLOATS:
+        return _placeholder(dtype), ""
+    if dtype in _SUB_BYTE:
+        return None, f"{dtype} weights only exist with float activations (weight-only embeddings)"
+    if dtype not in _QRANGE:
+        return None, f"unsupported weight dtype {dtype}"
+    qmin, qmax = _quant_range(dtype, qmin_lb, qmax_ub, reduce=False)
+    qscheme = torch.per_tensor_symmetric if qmin < 0 else torch.per_tensor_affine
+    return MinMaxObserver.with_args(
+        dtype=dtype, qscheme=qscheme, quant_min=qmin, quant_max=qmax, eps=_eps(scale_min)
+    ), ""
+
+
+def _weight_only_qconfig(weight: tuple):
+    """Float activations, quantized weights: embeddings (float qparams) or weight-only linear."""
+    dtype = weight[0]
+    if dtype is None or dtype in _FLOATS:
+        return None, "nothing to quantize: float input, output and weight"
+    if dtype in (torch.quint8, *_SUB_BYTE):
+        # Like torch's float_qparams_weight_only_qconfig(_4bit): per-row float scale and offset.
+        observer = PerChannelMinMaxObserver.with_args(
+            dtype=dtype, qscheme=torch.per_channel_affine_float_qparams, ch_axis=0
+        )
+    else:
+        observer, reason = _weight_observer(weight)
+        if observer is None:
+            return None, reason
+    return QConfig(activation=_placeholder(torch.float32), weight=observer), ""
+
+
+def _dynamic_qconfig(inp: tuple, weight: tuple):
+    """Like torch's default_dynamic_qconfig / float16_dynamic_qconfig: the activation observer is
+    a placeholder flagged dynamic, carrying the dtype the kernel quantizes to at run time."""
+    dtype, qmin_lb, qmax_ub, scale_min = inp[:4]
+    if dtype in _FLOATS:
+        activation = PlaceholderObserver.with_args(dtype=dtype, is_dynamic=True)
+    elif dtype in _QRANGE:
+        qmin, qmax = _quant_range(dtype, qmin_lb, qmax_ub, reduce=False)
+        activation = PlaceholderObserver.with_args(
+            dtype=dtype, quant_min=qmin, quant_max=qmax, eps=_eps(scale_min), is_dynamic=True
+        )
+    else:
+        return None, f"no dynamic observer produces {dtype}"
+    weight_obs, reason = _weight_observer(weight)
+    if weight_obs is None:
+        return None, reason
+    return QConfig(activation=activation, weight=weight_obs), ""
+
+
+def _float_qconfig(dtype: torch.dtype, weight_dtype: torch.dtype | None):
+    """Static fp16/bf16 "quantization": casts, like torch's float16_static_qconfig."""
+    weight = _placeholder(weight_dtype if weight_dtype in _FLOATS else dtype)
+    return QConfig(activation=_placeholder(dtype), weight=weight), ""
+
+
+def _placeholder(dtype: torch.dtype):
+    return PlaceholderObserver.with_args(dtype=dtype)
+
+
+def pattern_ops(config: BackendPatternConfig) -> list[Any]:
+    """The ops of a pattern in forward order (module classes, functions or method names).
+
+    The legacy complex format is reversed and nested; its ``MatchAllNode`` placeholders are not
+    ops and are left out.
+    """
+    if config.pattern is not None:
+        pattern = config.pattern
+        return list(pattern) if isinstance(pattern, tuple) else [pattern]
+    ops: list[Any] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, tuple):
+            for child in node:
+                walk(child)
+        elif node is not MatchAllNode:
+            ops.append(node)
+
+    walk(config._pattern_complex_format)
+    return list(reversed(ops))
+
+
+def satisfies(qconfig: QConfig | None, dtype_config: DTypeConfig) -> bool:
+    """Whether torch's prepare would accept ``qconfig`` for ``dtype_config``.
+
+    Mirrors ``_is_input_arg_dtype_supported_by_backend`` / ``_is_output_dtype_supported_by_backend``
+    (dtype and dynamic-ness checks) and delegates the constraint checks to torch's own
+    ``_qconfig_satisfies_dtype_config_constraints``.
+    """
+    from torch.ao.quantization.fx.utils import _qconfig_satisfies_dtype_config_constraints
+
+    if qconfig is None:
+        return False
+    with quiet():
+        activation = qconfig.activation()
+        weight = qconfig.weight() if qconfig.weight is not None else None
+        act_dtype, act_dynamic = activation.dtype, bool(getattr(activation, "is_dynamic", False))
+        output_dtype = torch.float32 if act_dynamic else act_dtype
+        checks = [
+            dtype_config.input_dtype is None
+            or (
+                dtype_config.input_dtype == act_dtype
+                and bool(dtype_config.is_dynamic) == act_dynamic
+                and _qconfig_satisfies_dtype_config_constraints(
+                    qconfig, dtype_config.input_dtype_with_constraints
+                )
+            ),
+            dtype_config.output_dtype is None
+            or (
+                dtype_config.output_dtype == output_dtype
+                and _qconfig_satisfies_dtype_config_constraints(
+                    qconfig, dtype_config.output_dtype_with_constraints
+                )
+            ),
+            dtype_config.weight_dtype is None
+            or (
+                weight is not None
+                and dtype_config.weight_dtype == weight.dtype
+                and _qconfig_satisfies_dtype_config_constraints(
+                    qconfig, dtype_config.weight_dtype_with_constraints, is_activation=False
+                )
+            ),
+        ]
+    return all(checks)
