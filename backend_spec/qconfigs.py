@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig, quiet, torch
@@ -257,7 +257,7 @@ def _describe(dtype_config: DTypeConfig) -> tuple:
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def _cached_qconfig(
     described: tuple, reduce_range: bool, weight_if_none: tuple
 ) -> tuple[QConfig | None, str]:
