@@ -8,37 +8,7 @@ noise to its users: :func:`quiet` silences them around bespec's own calls into t
 
 from __future__ import annotations
 
-import contextlib
-import warnings
-from collections.abc import Iterator
-
-_NOISE = (
-    r".*deprecat.*",
-    r".*torchao.*",
-    r".*Failed to initialize NumPy.*",
-    r".*must run observer before calling calculate_qparams.*",
-    r".*TypedStorage.*",
-)
-
-
-@contextlib.contextmanager
-def quiet() -> Iterator[None]:
-    """Silence torch's quantization deprecation warnings inside the block."""
-    with warnings.catch_warnings():
-        for pattern in _NOISE:
-            warnings.filterwarnings("ignore", message=pattern)
-        warnings.filterwarnings("ignore", category=DeprecationWarning)
-        warnings.filterwarnings("ignore", category=FutureWarning)
-        yield
-
-
-def silence_globally() -> None:
-    """For the CLI process: drop torch's deprecation noise for the whole run."""
-    for pattern in _NOISE:
-        warnings.filterwarnings("ignore", message=pattern)
-    warnings.filterwarnings("ignore", category=DeprecationWarning)
-    warnings.filterwarnings("ignore", category=FutureWarning)
-
+from backend_spec.quiet import quiet, silence_globally
 
 with quiet():
     import torch

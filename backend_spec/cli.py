@@ -1,0 +1,153 @@
+"""The ``bespec`` command line. This layer only parses arguments and picks a reporter; the work
+lives in the pipeline modules. Exit codes: 0 ok, 1 problems found, 2 misuse."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from backend_spec.quiet import silence_globally
+from backend_spec.diagnostics import SpecError
+
+app = typer.Typer(
+    name="bespec",
+    help="Compile, check and lint declarative PyTorch quantization backend specs.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+AllowImport = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow-import",
+        help="A module (with submodules) whose names the spec may use; repeatable.",
+    ),
+]
+SpecArg = Annotated[Path, typer.Argument(help="A spec file (.yaml, .yml or .toml).")]
+
+
+def fail_usage(message: str) -> typer.Exit:
+    """Report misuse of a command (exit 2)."""
+    typer.echo(f"bespec: error: {message}", err=True)
+    return typer.Exit(2)
+
+
+def existing(path: Path) -> Path:
+    if not path.is_file():
+        raise fail_usage(f"no such file: {path}")
+    return path
+
+
+def report_errors(error: SpecError) -> typer.Exit:
+    """Print a SpecError's diagnostics to stderr; exit 1."""
+    from backend_spec.reporters import render_text
+
+    sys.stderr.write(render_text(error.diagnostics, color=sys.stderr.isatty()))
+    count = len(error.diagnostics)
+    typer.echo(f"{count} problem{'s' if count != 1 else ''} found.", err=True)
+    return typer.Exit(1)
+
+
+def compile_spec(spec: Path, allow_import: list[str] | None):
+    """Compile a spec file with its effective allow-list; SpecError reported as exit 1."""
+    from backend_spec.config import allow_imports_for
+    from backend_spec.loader import compile_file
+
+    try:
+        return compile_file(existing(spec), allow_imports_for(spec, allow_import))
+    except SpecError as error:
+        raise report_errors(error) from None
+
+
+@app.command("compile")
+def compile_command(
+    spec: SpecArg,
+    output: Annotated[
+        Path | None,
+        typer.Option("-o", "--output", help="Write a standalone Python module here."),
+    ] = None,
+    allow_import: AllowImport = None,
+) -> None:
+    """Validate and compile SPEC; print what it holds."""
+    from backend_spec.summary import print_summary
+
+    compiled = compile_spec(spec, allow_import)
+    print_summary(compiled.backend_config, spec)
+    if output is not None:
+        from backend_spec.atomic import write_atomic
+        from backend_spec.codegen import generate_module
+
+        try:
+            text = generate_module(compiled.backend_config, source=str(spec))
+        except SpecError as error:
+            raise report_errors(error) from None
+        write_atomic(output, text)
+        typer.echo(f"wrote {output}")
+
+
+@app.command("show")
+def show_command(spec: SpecArg, allow_import: AllowImport = None) -> None:
+    """Print the resolved pattern table of SPEC, with where each entry came from."""
+    from backend_spec.summary import print_pattern_table
+
+    compiled = compile_spec(spec, allow_import)
+    print_pattern_table(compiled)
+
+
+@app.command("schema")
+def schema_command() -> None:
+    """Print the JSON Schema of the spec format."""
+    import json
+
+    from backend_spec.models import json_schema
+
+    typer.echo(json.dumps(json_schema(), indent=2))
+
+
+@app.command("export")
+def export_command(
+    name: Annotated[
+        str, typer.Argument(help="A built-in backend (native, fbgemm, ...) or module:attr.")
+    ],
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write here.")] = None,
+    fmt: Annotated[
+        str | None, typer.Option("--format", help="yaml or toml (default: from -o, else yaml).")
+    ] = None,
+) -> None:
+    """Write a BackendConfig as a spec."""
+    from backend_spec.export import dump, export_builtin
+
+    if fmt is None:
+        fmt = "toml" if output is not None and output.suffix == ".toml" else "yaml"
+    if fmt not in ("yaml", "toml"):
+        raise fail_usage(f"--format must be yaml or toml, not {fmt!r}")
+    try:
+        config = export_builtin(name)
+    except (ValueError, ImportError, AttributeError) as exc:
+        raise fail_usage(str(exc)) from None
+    try:
+        text = dump(config, format=fmt)
+    except SpecError as error:
+        raise report_errors(error) from None
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        from backend_spec.atomic import write_atomic
+
+        write_atomic(output, text)
+        typer.echo(f"wrote {output}", err=True)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    silence_globally()
+    app()
+
+
+if __name__ == "__main__":
+    main()

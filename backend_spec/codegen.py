@@ -1,0 +1,195 @@
+"""``bespec compile -o``: a BackendConfig as a standalone, readable Python module.
+
+The module's ``get_backend_config()`` rebuilds the same BackendConfig importing only torch
+(and ``operator`` or allowed modules when the spec names them), so a backend can ship without
+bespec at run time. It is generated from the export document, so it names objects exactly as
+a spec file would and recovers the same named dtype configs.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from backend_spec.names import ALIASES, BARE_FUNCTION_MODULES, METHOD_PREFIX, SPECIAL_NAMES
+
+_INDENT = "    "
+
+
+class _Writer:
+    """Turns spec names into Python expressions, remembering which modules to import."""
+
+    def __init__(self) -> None:
+        self.imports: set[str] = {"torch", "torch.ao.quantization.backend_config.utils"}
+        self.needs_sequential = False
+
+    def name(self, name: str) -> str:
+        if name.startswith(METHOD_PREFIX):
+            return repr(name[len(METHOD_PREFIX) :])
+        dotted = SPECIAL_NAMES.get(name, name)
+        parts = dotted.split(".")
+        if len(parts) == 1:
+            module = next(m for m in BARE_FUNCTION_MODULES if parts[0] in vars(sys.modules[m]))
+            dotted = f"{module}.{parts[0]}"
+        elif parts[0] in ALIASES:
+            dotted = ".".join([ALIASES[parts[0]], *parts[1:]])
+        self._import_for(dotted)
+        return dotted
+
+    def _import_for(self, dotted: str) -> None:
+        parts = dotted.split(".")
+        for end in range(len(parts) - 1, 0, -1):
+            module = ".".join(parts[:end])
+            if module in sys.modules:
+                self.imports.add(module)
+                return
+
+    def dtype(self, value: Any) -> str:
+        if isinstance(value, str):
+            return f"torch.{value}"
+        fields = [f"dtype=torch.{value['dtype']}"]
+        fields += [f"{k}={v!r}" for k, v in value.items() if k != "dtype"]
+        return f"DTypeWithConstraints({', '.join(fields)})"
+
+    def dtype_config(self, doc: dict[str, Any]) -> str:
+        args = []
+        for key in ("input_dtype", "output_dtype", "weight_dtype"):
+            if key in doc:
+                args.append(f"{key}={self.dtype(doc[key])}")
+        if "bias_dtype" in doc:
+            bias = doc["bias_dtype"]
+            args.append(f"bias_dtype=torch.{bias if isinstance(bias, str) else bias['dtype']}")
+        if "is_dynamic" in doc:
+            args.append(f"is_dynamic={doc['is_dynamic']!r}")
+        inner = "".join(f"\n{_INDENT * 2}{arg}," for arg in args)
+        return f"DTypeConfig({inner}\n{_INDENT})"
+
+    def pattern(self, value: Any) -> str:
+        if isinstance(value, list):
+            inner = ", ".join(self.pattern(v) for v in value)
+            return f"({inner},)" if len(value) == 1 else f"({inner})"
+        return self.name(value)
+
+    def fuser(self, value: Any, arity: int) -> str:
+        if isinstance(value, str):
+            return self.name(value)
+        fused = self.name(value["sequential"])
+        if arity == 2:
+            self.imports.add("torch.ao.quantization.fuser_method_mappings")
+            return f"torch.ao.quantization.fuser_method_mappings._sequential_wrapper2({fused})"
+        self.needs_sequential = True
+        return f"_sequential({fused})"
+
+    def entry(self, doc: dict[str, Any], dtype_refs: dict[str, str]) -> list[str]:
+        calls: list[str] = []
+        if "pattern" in doc:
+            head = f"BackendPatternConfig({self.pattern(doc['pattern'])})"
+            arity = 1 if isinstance(doc["pattern"], str) else len(doc["pattern"])
+        else:
+            head = "BackendPatternConfig()"
+            complex_format = doc["pattern_complex_format"]
+            calls.append(f"._set_pattern_complex_format({self.pattern(complex_format)})")
+            arity = len(complex_format) if isinstance(complex_format, list) else 1
+        if "observation_type" in doc:
+            calls.append(f".set_observation_type({_observation(doc['observation_type'])})")
+        if doc.get("dtype_configs"):
+            refs = [
+                dtype_refs[ref] if isinstance(ref, str) else self.dtype_config(ref)
+                for ref in doc["dtype_configs"]
+            ]
+            calls.append(f".set_dtype_configs([{', '.join(refs)}])")
+        for key in ("root_module", "qat_module", "reference_quantized_module", "fused_module"):
+            if key in doc:
+                calls.append(f".set_{key}({self.name(doc[key])})")
+        if "fuser_method" in doc:
+            calls.append(f".set_fuser_method({self.fuser(doc['fuser_method'], arity)})")
+        for key in ("root_node_getter", "extra_inputs_getter"):
+            if key in doc:
+                calls.append(f"._set_{key}({self.name(doc[key])})")
+        if "num_tensor_args_to_observation_type" in doc:
+            mapping = ", ".join(
+                f"{int(n)}: {_observation(t)}"
+                for n, t in doc["num_tensor_args_to_observation_type"].items()
+            )
+            calls.append(f"._set_num_tensor_args_to_observation_type({{{mapping}}})")
+        if "input_type_to_index" in doc:
+            calls.append(f"._set_input_type_to_index({dict(doc['input_type_to_index'])!r})")
+        return [head, *calls]
+
+
+def _observation(name: str) -> str:
+    return f"ObservationType.{name.upper()}"
+
+
+def generate_module(backend_config: Any, source: str = "a spec") -> str:
+    """Python source whose ``get_backend_config()`` rebuilds ``backend_config``."""
+    from backend_spec import __version__
+    from backend_spec.export.document import build_document
+
+    document = build_document(backend_config, source).to_dict()
+    writer = _Writer()
+    dtype_refs = {name: f"DTYPE_CONFIGS[{name!r}]" for name in document.get("dtype_configs", {})}
+    dtype_lines = [
+        f"{_INDENT}{name!r}: {writer.dtype_config(doc)},"
+        for name, doc in document.get("dtype_configs", {}).items()
+    ]
+    body: list[str] = []
+    for entry in document["patterns"]:
+        head, *calls = writer.entry(entry, dtype_refs)
+        body.append(f"{_INDENT * 3}{head}")
+        body.extend(f"{_INDENT * 4}{call}" for call in calls)
+        body[-1] += ","
+    imports = "\n".join(f"import {m}" for m in sorted(writer.imports))
+    return _TEMPLATE.format(
+        name=document["name"],
+        version=__version__,
+        source=source,
+        imports=imports,
+        dtype_configs="\n".join(dtype_lines),
+        patterns="\n".join(body),
+        sequential=_SEQUENTIAL if writer.needs_sequential else "",
+    )
+
+
+_TEMPLATE = '''\
+"""BackendConfig {name!r}, generated by bespec {version} from {source}.
+
+Do not edit: change the spec and run `bespec compile` again. Needs only torch at run time.
+"""
+
+{imports}
+from torch.ao.quantization.backend_config import (
+    BackendConfig,
+    BackendPatternConfig,
+    DTypeConfig,
+    DTypeWithConstraints,
+    ObservationType,
+)
+
+{sequential}
+
+DTYPE_CONFIGS = {{
+{dtype_configs}
+}}
+
+
+def get_backend_config() -> BackendConfig:
+    """The {name!r} BackendConfig."""
+    return BackendConfig({name!r}).set_backend_pattern_configs(
+        [
+{patterns}
+        ]
+    )
+'''
+
+_SEQUENTIAL = '''
+
+def _sequential(fused_module):
+    """A fuser returning ``fused_module(*modules)`` (the spec's ``{sequential: ...}``)."""
+
+    def fuser_method(is_qat, *modules):
+        return fused_module(*modules)
+
+    fuser_method.sequential = fused_module
+    return fuser_method
+'''

@@ -1,0 +1,127 @@
+"""Renderers of diagnostics: text (colored on a tty), json, github annotations and SARIF 2.1.0.
+
+Checking and reporting stay apart: every command produces :class:`Diagnostic` objects and one of
+these turns them into text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from backend_spec.diagnostics import Diagnostic, Severity
+
+FORMATS = ("text", "json", "github", "sarif")
+
+_RULE_DOCS = "https://github.com/bespec/bespec/blob/main/docs/rules.md"
+
+
+def render_text(diagnostics: Iterable[Diagnostic], color: bool = False) -> str:
+    lines = []
+    for d in diagnostics:
+        code = d.code if d.severity is Severity.ERROR else f"{d.code}"
+        if color:
+            style = "31" if d.severity is Severity.ERROR else "33"
+            text = f"\x1b[1m{d.location()}\x1b[0m: \x1b[{style}m{code}\x1b[0m {d.message}"
+        else:
+            text = f"{d.location()}: {code} {d.message}"
+        if d.hint:
+            text += f"\n    hint: {d.hint}"
+        lines.append(text)
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def render_json(diagnostics: Iterable[Diagnostic]) -> str:
+    items = [
+        {
+            "path": d.file,
+            "line": d.line,
+            "column": d.column,
+            "code": d.code,
+            "severity": d.severity.value,
+            "message": d.message,
+            "hint": d.hint,
+        }
+        for d in diagnostics
+    ]
+    return json.dumps(items, indent=2) + "\n"
+
+
+def _github_escape(text: str, *, property_value: bool = False) -> str:
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    if property_value:
+        text = text.replace(":", "%3A").replace(",", "%2C")
+    return text
+
+
+def render_github(diagnostics: Iterable[Diagnostic]) -> str:
+    lines = []
+    for d in diagnostics:
+        level = "error" if d.severity is Severity.ERROR else "warning"
+        props = ",".join(
+            [
+                f"file={_github_escape(d.file, property_value=True)}",
+                f"line={max(d.line, 1)}",
+                f"col={max(d.column, 1)}",
+                f"title={_github_escape(d.code, property_value=True)}",
+            ]
+        )
+        message = f"{d.code} {d.message}" + (f" (hint: {d.hint})" if d.hint else "")
+        lines.append(f"::{level} {props}::{_github_escape(message)}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def render_sarif(diagnostics: Iterable[Diagnostic], rules: dict[str, str] | None = None) -> str:
+    diagnostics = list(diagnostics)
+    rules = dict(rules or {})
+    for d in diagnostics:
+        rules.setdefault(d.code, d.message)
+    from backend_spec import __version__
+
+    run: dict[str, Any] = {
+        "tool": {
+            "driver": {
+                "name": "bespec",
+                "version": __version__,
+                "informationUri": _RULE_DOCS,
+                "rules": [
+                    {"id": code, "shortDescription": {"text": text}, "helpUri": _RULE_DOCS}
+                    for code, text in sorted(rules.items())
+                ],
+            }
+        },
+        "results": [
+            {
+                "ruleId": d.code,
+                "level": "error" if d.severity is Severity.ERROR else "warning",
+                "message": {"text": d.message + (f" (hint: {d.hint})" if d.hint else "")},
+                "locations": [
+                    {
+                        "physicalLocation": {
+                            "artifactLocation": {"uri": d.file},
+                            "region": {
+                                "startLine": max(d.line, 1),
+                                "startColumn": max(d.column, 1),
+                            },
+                        }
+                    }
+                ],
+            }
+            for d in diagnostics
+        ],
+    }
+    sarif = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [run],
+    }
+    return json.dumps(sarif, indent=2) + "\n"
+
+
+RENDERERS: dict[str, Callable[[list[Diagnostic]], str]] = {
+    "text": render_text,
+    "json": render_json,
+    "github": render_github,
+    "sarif": render_sarif,
+}
