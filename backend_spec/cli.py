@@ -9,8 +9,8 @@ from typing import Annotated
 
 import typer
 
-from backend_spec.quiet import silence_globally
 from backend_spec.diagnostics import SpecError
+from backend_spec.quiet import silence_globally
 
 app = typer.Typer(
     name="bespec",

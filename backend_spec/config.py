@@ -23,7 +23,7 @@ def nearest_pyproject(start: Path) -> Path | None:
 
 
 def tool_settings(start: Path) -> dict[str, Any]:
-    """``[tool.bespec]`` of the nearest pyproject.toml, or ``{}`` (unreadable files count as none)."""
+    """``[tool.bespec]`` of the nearest pyproject.toml, or ``{}`` (unreadable counts as none)."""
     path = nearest_pyproject(start)
     if path is None:
         return {}
