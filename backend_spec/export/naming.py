@@ -1,8 +1,8 @@
 """Export stage 1: give torch objects the names a spec file uses for them.
 
-Every name produced here resolves back, by attribute lookup from its root module, to the very
-object it names; :func:`object_name` checks that before it answers, so the exporter can never
-write a name that loads as something else (or not at all). Objects that have no such name
+Every name produced here resolves back, through the loader's own resolver, to the very object
+it names; :func:`object_name` checks that before it answers, so the exporter can never write a
+name that loads as something else (or not at all). Objects that have no such name
 (lambdas, closures, objects reachable only through local scopes) get ``None`` and the caller
 reports them.
 """
@@ -13,72 +13,45 @@ import functools
 import inspect
 import sys
 import types
-from collections.abc import Callable
 from typing import Any
 
 from backend_spec._torch import torch
+from backend_spec.fusers import sequential_class
 from backend_spec.names import (
     ALIASES,
-    BARE_FUNCTION_MODULES,
+    DEFAULT_ROOTS,
     METHOD_PREFIX,
     ROOT_MODULE_ALIASES,
     SPECIAL_NAMES,
 )
+from backend_spec.resolve import NameProblem, Resolver
+
+__all__ = ["dtype_name", "object_name", "op_name", "resolve_name", "sequential_class"]
 
 #: The one dtype whose preferred spelling is not ``str(dtype)``: torch's own sources write
 #: ``torch.float`` for float32 (``bias_dtype=torch.float``), and so do spec files.
 _PREFERRED_DTYPE_NAMES: dict[Any, str] = {torch.float32: "float"}
 
-_MISSING = object()
 
-
-def resolve_dotted(path: str) -> Any:
-    """The object a fully qualified dotted name denotes, or a sentinel if it denotes none.
-
-    Walks attributes from the root module and falls back to ``sys.modules`` for submodules
-    that are loaded but not bound as attributes. Nothing is imported: an object that exists
-    has its module loaded already, so an unloaded module means the name is not the object's.
-    """
-    parts = path.split(".")
-    obj = sys.modules.get(parts[0], _MISSING)
-    for i, part in enumerate(parts[1:], start=2):
-        if obj is _MISSING:
-            return _MISSING
-        nxt = getattr(obj, part, _MISSING)
-        if nxt is _MISSING and isinstance(obj, types.ModuleType):
-            nxt = sys.modules.get(".".join(parts[:i]), _MISSING)
-        obj = nxt
-    return obj
+@functools.cache
+def _resolver(root: str) -> Resolver:
+    """The loader's resolver, allowed to see ``root`` (torch and operator always)."""
+    return Resolver(() if root in DEFAULT_ROOTS else (root,))
 
 
 def resolve_name(name: str) -> Any:
-    """The object a spec name denotes (aliases, special and bare names included).
+    """What the loader makes of ``name`` (``None`` if it cannot resolve it).
 
-    This is the exporter's own check of what it writes; the loader has its own resolver with
-    the allow-list rules of the contract. Returns a sentinel (``is_missing``) if unresolved.
+    Objects outside torch and operator are resolved as if their top-level package were in
+    ``allow_imports``, which is what a user loading the exported spec has to allow.
     """
-    if name.startswith(METHOD_PREFIX):
-        return name[len(METHOD_PREFIX) :]
-    if name in SPECIAL_NAMES:
-        return resolve_dotted(SPECIAL_NAMES[name])
-    head, dot, rest = name.partition(".")
-    if not dot:
-        return _resolve_bare(name)
-    return resolve_dotted(f"{ALIASES.get(head, head)}.{rest}")
-
-
-def is_missing(obj: Any) -> bool:
-    """Whether a ``resolve_*`` result means "no such object"."""
-    return obj is _MISSING
-
-
-def _resolve_bare(name: str) -> Any:
-    """A bare function name: the first of :data:`BARE_FUNCTION_MODULES` that defines it wins."""
-    for module_name in BARE_FUNCTION_MODULES:
-        module = sys.modules.get(module_name)
-        if module is not None and name in vars(module):
-            return vars(module)[name]
-    return _MISSING
+    path = SPECIAL_NAMES.get(name, name)
+    head = path.split(".")[0]
+    root = ALIASES.get(head, head).split(".")[0]
+    try:
+        return _resolver(root).lookup(name)
+    except NameProblem:
+        return None
 
 
 @functools.cache
@@ -113,8 +86,8 @@ def _alias_name(obj: Any) -> str | None:
 
 
 def _special_name(obj: Any) -> str | None:
-    for name, path in SPECIAL_NAMES.items():
-        if resolve_dotted(path) is obj:
+    for name in SPECIAL_NAMES:
+        if resolve_name(name) is obj:
             return name
     return None
 
@@ -123,8 +96,7 @@ def _bare_name(obj: Any) -> str | None:
     """``fuse_conv_bn`` style names, only when bare lookup finds this very function first."""
     if not inspect.isfunction(obj):
         return None
-    name = obj.__name__
-    return name if _resolve_bare(name) is obj else None
+    return obj.__name__ if resolve_name(obj.__name__) is obj else None
 
 
 def _qualified_name(obj: Any) -> str | None:
@@ -132,9 +104,11 @@ def _qualified_name(obj: Any) -> str | None:
     qualname = getattr(obj, "__qualname__", None)
     if not isinstance(module, str) or not isinstance(qualname, str) or "<" in qualname:
         return None
+    if module == "__main__":  # a script's objects have no name another process can load
+        return None
     root, dot, rest = module.partition(".")
     path = f"{ROOT_MODULE_ALIASES.get(root, root)}{dot}{rest}.{qualname}"
-    return path if resolve_dotted(path) is obj else None
+    return path if resolve_name(path) is obj else None
 
 
 def object_name(obj: Any) -> str | None:
@@ -165,24 +139,3 @@ def dtype_name(dtype: torch.dtype) -> str:
     if getattr(torch, name, None) is not dtype:
         raise ValueError(f"{dtype!r} has no torch attribute name")
     return name
-
-
-@functools.cache
-def _sequential_code() -> types.CodeType:
-    from torch.ao.quantization.fuser_method_mappings import _sequential_wrapper2
-
-    return _sequential_wrapper2(torch.nn.Sequential).__code__
-
-
-def sequential_class(fuser: Callable[..., Any]) -> Any:
-    """The class a torch ``_sequential_wrapper2`` fuser closes over, else ``None``.
-
-    Such fusers are closures (``fuser_method(is_qat, m1, m2) -> sequential(m1, m2)``) and
-    have no importable name; their whole behaviour is the class they build, which the
-    contract spells ``{sequential: FusedModuleClass}``.
-    """
-    code = getattr(fuser, "__code__", None)
-    if code is None or code is not _sequential_code():
-        return None
-    cell = fuser.__closure__[code.co_freevars.index("sequential")]
-    return cell.cell_contents

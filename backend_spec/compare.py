@@ -1,0 +1,204 @@
+"""Canonical, comparable descriptions of BackendConfigs, and field-level differences.
+
+Two BackendConfigs built independently (torch's own, and one compiled from a spec) are never
+``==``: torch's config classes compare by identity and fuser closures are fresh objects. What
+matters is what quantization sees, so :func:`describe` reduces a config to plain data keyed the
+way ``BackendConfig`` itself keys patterns (torch's reversed nested tuple format):
+
+* classes, functions and getters compare by identity (:class:`Ref`), shown by spec name;
+* a sequential fuser compares by the class it builds (``{"sequential": Ref}``), since that is
+  its whole behaviour, however many closures implement it;
+* DTypeConfigs are listed in order with every constraint field, ``bias_dtype`` and
+  ``is_dynamic``.
+
+:func:`diff` walks two descriptions and reports each difference with its field path, for the
+round-trip tests and ``bespec diff``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig
+from backend_spec.export.document import describe_object
+from backend_spec.export.dtypes import CONSTRAINT_FIELDS
+from backend_spec.export.naming import object_name, op_name, sequential_class
+
+__all__ = ["Difference", "Ref", "describe", "describe_backend", "diff"]
+
+#: Field name -> how to read it from a BackendPatternConfig, in spec order.
+_REF_FIELDS: tuple[tuple[str, str], ...] = (
+    ("root_module", "root_module"),
+    ("qat_module", "qat_module"),
+    ("reference_quantized_module", "reference_quantized_module"),
+    ("fused_module", "fused_module"),
+    ("root_node_getter", "_root_node_getter"),
+    ("extra_inputs_getter", "_extra_inputs_getter"),
+)
+
+
+@dataclass(frozen=True, eq=False)
+class Ref:
+    """An object that compares by identity and prints as its spec name."""
+
+    obj: Any = field(repr=False)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Ref) and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __repr__(self) -> str:
+        return label(self.obj)
+
+
+def label(obj: Any) -> str:
+    """A readable name: the spec name if there is one, else ``module.qualname``."""
+    name = op_name(obj) if isinstance(obj, str) else object_name(obj)
+    return name if name is not None else describe_object(obj)
+
+
+def pattern_key_label(pattern: Any) -> str:
+    """A pattern key (reversed nested tuple format) as text: ``(nn.ReLU, nn.Conv2d)``."""
+    if isinstance(pattern, tuple):
+        return "(" + ", ".join(pattern_key_label(p) for p in pattern) + ")"
+    return label(pattern)
+
+
+def _ref(obj: Any) -> Ref | None:
+    return None if obj is None else Ref(obj)
+
+
+def _fuser(fuser: Callable[..., Any] | None) -> Any:
+    if fuser is None:
+        return None
+    cls = sequential_class(fuser)
+    return Ref(fuser) if cls is None else {"sequential": Ref(cls)}
+
+
+def _dtype(dtype: Any) -> str | None:
+    return None if dtype is None else str(dtype).removeprefix("torch.")
+
+
+def _dtype_config(dc: DTypeConfig) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in ("input", "output", "weight"):
+        dwc = getattr(dc, f"{key}_dtype_with_constraints")
+        out[f"{key}_dtype"] = {
+            "dtype": _dtype(dwc.dtype),
+            **{name: getattr(dwc, name) for name in CONSTRAINT_FIELDS},
+        }
+    out["bias_dtype"] = _dtype(dc.bias_dtype)
+    out["is_dynamic"] = dc.is_dynamic
+    return out
+
+
+def describe_pattern(config: BackendPatternConfig) -> dict[str, Any]:
+    """Everything about one BackendPatternConfig that quantization reads."""
+    complex_format = config._pattern_complex_format is not None
+    return {
+        # How the pattern was given decides how torch reverses the fuser's arguments.
+        "pattern_format": "complex" if complex_format else "forward",
+        "observation_type": config.observation_type.name.lower(),
+        "dtype_configs": [_dtype_config(dc) for dc in config.dtype_configs],
+        **{key: _ref(getattr(config, attr)) for key, attr in _REF_FIELDS},
+        "fuser_method": _fuser(config.fuser_method),
+        "num_tensor_args_to_observation_type": {
+            int(n): t.name.lower() for n, t in config._num_tensor_args_to_observation_type.items()
+        },
+        "input_type_to_index": dict(config._input_type_to_index),
+    }
+
+
+def describe(backend_config: BackendConfig) -> dict[str, dict[str, Any]]:
+    """Pattern key (as text) -> description of its config, in the config's order."""
+    out: dict[str, dict[str, Any]] = {}
+    for key, config in backend_config._pattern_complex_format_to_config.items():
+        text = base = pattern_key_label(key)
+        n = 1
+        while text in out:  # distinct unnameable objects may share a module.qualname
+            n += 1
+            text = f"{base} #{n}"
+        out[text] = describe_pattern(config)
+    return out
+
+
+def describe_backend(backend_config: BackendConfig) -> dict[str, Any]:
+    """:func:`describe` plus the backend's name and pattern order."""
+    patterns = describe(backend_config)
+    return {"name": backend_config.name, "order": list(patterns), "patterns": patterns}
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One difference between configs ``a`` (old) and ``b`` (new).
+
+    ``kind`` is ``added``/``removed`` (a whole pattern), ``changed`` (a field, whose path is
+    ``field``, e.g. ``dtype_configs[0].input_dtype.scale_min_lower_bound``), or ``reordered``.
+    """
+
+    kind: str
+    pattern: str
+    field: str = ""
+    old: Any = None
+    new: Any = None
+
+    def __str__(self) -> str:
+        if self.kind == "added":
+            return f"+ {self.pattern}"
+        if self.kind == "removed":
+            return f"- {self.pattern}"
+        if self.kind == "reordered":
+            return "~ pattern order differs"
+        where = f"{self.pattern}: {self.field}" if self.pattern else self.field
+        return f"~ {where}: {self.old!r} -> {self.new!r}"
+
+
+def _join(path: str, part: str | int) -> str:
+    if isinstance(part, int):
+        return f"{path}[{part}]"
+    return f"{path}.{part}" if path else str(part)
+
+
+def _value_diffs(old: Any, new: Any, path: str) -> list[tuple[str, Any, Any]]:
+    """(path, old, new) for each differing leaf; lists of unequal length differ as a whole."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: list[tuple[str, Any, Any]] = []
+        for key in [*old, *(k for k in new if k not in old)]:
+            out += _value_diffs(old.get(key), new.get(key), _join(path, key))
+        return out
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        pairs = enumerate(zip(old, new, strict=True))
+        return [d for i, (o, n) in pairs for d in _value_diffs(o, n, _join(path, i))]
+    return [] if _same(old, new) else [(path, old, new)]
+
+
+def _same(old: Any, new: Any) -> bool:
+    """Equal, and of the same type for numbers (``0`` and ``0.0`` are spelled differently)."""
+    return old == new and (type(old) is type(new) or not isinstance(old, (int, float)))
+
+
+def diff(a: BackendConfig, b: BackendConfig) -> list[Difference]:
+    """Every difference between ``a`` and ``b``: name, patterns added/removed, fields changed
+    (one entry per differing leaf), and pattern order among the patterns both have."""
+    da, db = describe_backend(a), describe_backend(b)
+    out = (
+        [Difference("changed", "", "name", da["name"], db["name"])]
+        if da["name"] != db["name"]
+        else []
+    )
+    pa, pb = da["patterns"], db["patterns"]
+    out += [Difference("removed", key) for key in pa if key not in pb]
+    out += [Difference("added", key) for key in pb if key not in pa]
+    for key in (k for k in pa if k in pb):
+        out += [
+            Difference("changed", key, p, o, n) for p, o, n in _value_diffs(pa[key], pb[key], "")
+        ]
+    common_a = [k for k in pa if k in pb]
+    common_b = [k for k in pb if k in pa]
+    if common_a != common_b:
+        out.append(Difference("reordered", "", "order", common_a, common_b))
+    return out
