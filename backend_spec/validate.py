@@ -79,15 +79,16 @@ def data_path(data: Any, loc: tuple[Any, ...]) -> KeyPath:
     """Drop the union tags pydantic puts in locations, keeping real keys and indices."""
     path: list[str | int] = []
     node = data
-    for part in loc:
+    for i, part in enumerate(loc):
+        last = i == len(loc) - 1
         if isinstance(node, dict) and str(part) in node and part not in node:
             part = str(part)  # TOML table keys are strings where the model wants ints
         if isinstance(node, dict) and part in node:
             node = node[part]
         elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
             node = node[part]
-        elif part in _TAGS:
-            continue
+        elif part in _TAGS and (not isinstance(node, dict) or not last):
+            continue  # a union tag, not a key of the data
         else:
             node = None
         path.append(part)
