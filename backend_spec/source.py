@@ -413,8 +413,14 @@ def _parse_toml(text: str, file: str) -> SourceDoc:
     except tomllib.TOMLDecodeError as exc:
         message = str(exc)
         match = _TOML_POS.search(message)
-        line, col = (int(match.group(1)), int(match.group(2))) if match else (1, 1)
-        message = _TOML_POS.sub("", message).strip()
+        if match:
+            line, col = int(match.group(1)), int(match.group(2))
+        elif "end of document" in message:
+            line, col = _end_of(text)
+        else:
+            line, col = 1, 1
+        message = _TOML_POS.sub("", message).replace("(at end of document)", "at end of file")
+        message = message.strip()
         raise SpecError(
             [Diagnostic(file, line, col, "BS101", f"TOML syntax error: {message}")]
         ) from None
@@ -426,6 +432,11 @@ def _parse_toml(text: str, file: str) -> SourceDoc:
     if depth_problem:
         doc.diagnostics.append(doc.diagnostic(depth_problem, "BS104", "nesting too deep"))
     return doc
+
+
+def _end_of(text: str) -> Position:
+    lines = text.split("\n")
+    return len(lines), len(lines[-1]) + 1
 
 
 def _too_deep(data: Any) -> KeyPath | None:
