@@ -17,7 +17,9 @@ from backend_spec.export.dtypes import DTypeConfigTable, DTypeDoc
 from backend_spec.export.naming import object_name, op_name, sequential_class
 
 #: Diagnostic code of an object the exporter cannot name.
-UNNAMEABLE = "E901"
+UNNAMEABLE = "BS910"
+#: Diagnostic code of a value the spec format cannot express (constraints without a dtype).
+UNWRITABLE = "BS911"
 
 _DEFAULT_OBSERVATION = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
 
@@ -121,7 +123,12 @@ class _PatternBuilder:
         if config.observation_type != _DEFAULT_OBSERVATION:
             entry["observation_type"] = observation_type_name(config.observation_type)
         if config.dtype_configs:
-            entry["dtype_configs"] = self.table.names_of(config.dtype_configs)
+            try:
+                entry["dtype_configs"] = self.table.names_of(config.dtype_configs)
+            except ValueError as exc:
+                self.diagnostics.append(
+                    self._problem(index, config, "dtype_configs", UNWRITABLE, str(exc))
+                )
         for key, attr in _MODULE_FIELDS:
             self._put(entry, index, config, key, _name, getattr(config, attr))
         self._put(entry, index, config, "fuser_method", _fuser_doc, config.fuser_method)
@@ -155,18 +162,36 @@ class _PatternBuilder:
     def _unnameable(
         self, index: int, config: BackendPatternConfig, key: str, obj: Any
     ) -> Diagnostic:
+        return self._problem(
+            index,
+            config,
+            key,
+            UNNAMEABLE,
+            f"{describe_object(obj)} has no importable name",
+            "use a module-level function or class (not a lambda or local function)",
+        )
+
+    def _problem(
+        self,
+        index: int,
+        config: BackendPatternConfig,
+        key: str,
+        code: str,
+        problem: str,
+        hint: str = "",
+    ) -> Diagnostic:
         pattern = config._pattern_complex_format or config.pattern
         path = ("patterns", index, key)
         return Diagnostic(
             file=self.source,
             line=0,
             column=0,
-            code=UNNAMEABLE,
+            code=code,
             message=(
                 f"cannot export {format_key_path(path)} of pattern {pattern_label(pattern)}: "
-                f"{describe_object(obj)} has no importable name"
+                f"{problem}"
             ),
-            hint="use a module-level function or class (not a lambda or local function)",
+            hint=hint,
             key_path=path,
         )
 

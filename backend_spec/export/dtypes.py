@@ -37,8 +37,9 @@ def constraints_doc(dwc: DTypeWithConstraints) -> str | dict[str, Any] | None:
     extra = {f: getattr(dwc, f) for f in CONSTRAINT_FIELDS if getattr(dwc, f) is not None}
     if not extra:
         return None if dwc.dtype is None else dtype_name(dwc.dtype)
-    head = {} if dwc.dtype is None else {"dtype": dtype_name(dwc.dtype)}
-    return {**head, **extra}
+    if dwc.dtype is None:
+        raise ValueError(f"constraints {extra} without a dtype cannot be written in a spec")
+    return {"dtype": dtype_name(dwc.dtype), **extra}
 
 
 def dtype_config_doc(dc: DTypeConfig) -> DTypeDoc:

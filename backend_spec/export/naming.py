@@ -46,8 +46,10 @@ def resolve_name(name: str) -> Any:
     ``allow_imports``, which is what a user loading the exported spec has to allow.
     """
     path = SPECIAL_NAMES.get(name, name)
-    head = path.split(".")[0]
-    root = ALIASES.get(head, head).split(".")[0]
+    head, dot, _ = path.partition(".")
+    root = ALIASES.get(head, head).split(".")[0] if dot else DEFAULT_ROOTS[0]
+    if not root.isidentifier():
+        return None
     try:
         return _resolver(root).lookup(name)
     except NameProblem:
