@@ -125,9 +125,7 @@ def _first_control_char(text: str) -> tuple[int, int, str] | None:
     match = _CONTROL.search(text)
     if match is None:
         return None
-    start = match.start()
-    line = text.count("\n", 0, start) + 1
-    return line, start - (text.rfind("\n", 0, start) + 1) + 1, match.group()
+    return (*_line_col(text, match.start()), match.group())
 
 
 # --------------------------------------------------------------------------------------------
@@ -135,7 +133,8 @@ def _first_control_char(text: str) -> tuple[int, int, str] | None:
 
 
 def _parse_yaml(text: str, file: str) -> SourceDoc:
-    from ruamel.yaml.error import MarkedYAMLError
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError
+    from ruamel.yaml.reader import ReaderError
 
     doc = SourceDoc(file, "yaml", None)
     try:
@@ -149,9 +148,23 @@ def _parse_yaml(text: str, file: str) -> SourceDoc:
         raise SpecError(
             [Diagnostic(file, line, col, "BS101", f"YAML syntax error: {problem}")]
         ) from None
+    except ReaderError as exc:
+        line, col = _line_col(text, exc.position)
+        char = exc.character
+        code = ord(char) if isinstance(char, str) else int(char)
+        raise SpecError(
+            [Diagnostic(file, line, col, "BS102", f"character U+{code:04X} is not allowed")]
+        ) from None
+    except YAMLError as exc:
+        raise SpecError([Diagnostic(file, 1, 1, "BS101", f"YAML error: {exc}")]) from None
     except _Abort as exc:
         raise SpecError([exc.diagnostic]) from None
     return doc
+
+
+def _line_col(text: str, index: int) -> Position:
+    line = text.count("\n", 0, index) + 1
+    return line, index - (text.rfind("\n", 0, index) + 1) + 1
 
 
 class _Abort(Exception):

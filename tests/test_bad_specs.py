@@ -20,7 +20,9 @@ _EXPECT = re.compile(rb"^# expect: (BS\d+) (\d+):(\d+)$", re.M)
 
 
 def expected(path: Path) -> set[tuple[str, int, int]]:
-    found = {(c.decode(), int(line), int(col)) for c, line, col in _EXPECT.findall(path.read_bytes())}
+    found = {
+        (c.decode(), int(line), int(col)) for c, line, col in _EXPECT.findall(path.read_bytes())
+    }
     assert found, f"{path.name} has no '# expect:' line"
     return found
 

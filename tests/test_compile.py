@@ -36,7 +36,9 @@ def test_every_pattern_key_is_applied():
             fuser_method: torch.ao.quantization.backend_config.onednn._fuse_conv_bn_add_left
             root_node_getter: _conv_bn_add_root_node_getter_left
             extra_inputs_getter: _conv_bn_add_extra_inputs_getter_left
-            num_tensor_args_to_observation_type: {0: input_output_not_observed, 2: output_share_observer_with_input}
+            num_tensor_args_to_observation_type:
+              0: input_output_not_observed
+              2: output_share_observer_with_input
             input_type_to_index: {weight: 1, bias: 2}
         """
     )
@@ -135,10 +137,9 @@ def test_sequential_fusers_build_the_named_module_for_two_and_three_ops():
 
 
 def test_custom_fuser_from_allowed_module_runs_through_prepare_fx():
+    import bespec_custom_fusers
     from torch.ao.quantization import get_default_qconfig_mapping
     from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
-
-    import bespec_custom_fusers
 
     spec = """
         name: custom

@@ -21,8 +21,15 @@ def test_yaml_core_schema_scalars():
     text = "a: 1\nb: 0x10\nc: 1.5e3\nd: .inf\ne: true\nf: ~\ng: '1'\nh: yes\ni: 0o17\n"
     data = parse(text, "f.yaml", "yaml").data
     assert data == {
-        "a": 1, "b": 16, "c": 1500.0, "d": math.inf, "e": True, "f": None, "g": "1",
-        "h": "yes", "i": 15,
+        "a": 1,
+        "b": 16,
+        "c": 1500.0,
+        "d": math.inf,
+        "e": True,
+        "f": None,
+        "g": "1",
+        "h": "yes",
+        "i": 15,
     }
 
 

@@ -1,0 +1,118 @@
+"""The command line: exit codes, standalone module output, schema, allow-list settings."""
+
+from __future__ import annotations
+
+import json
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from backend_spec.cli import app
+from backend_spec.compare import describe
+from backend_spec.loader import load
+from backend_spec.models import json_schema
+
+ROOT = Path(__file__).resolve().parent.parent
+runner = CliRunner()
+
+
+def test_compile_prints_a_summary():
+    result = runner.invoke(app, ["compile", str(ROOT / "specs/tutorial.yaml")])
+    assert result.exit_code == 0, result.output
+    assert "my_backend" in result.output and "3 patterns" in result.output
+
+
+@pytest.mark.parametrize("spec", ["tutorial.yaml", "tutorial.toml"])
+def test_compile_output_module_rebuilds_the_same_config_without_bespec(tmp_path, spec):
+    out = tmp_path / "my_backend.py"
+    result = runner.invoke(app, ["compile", str(ROOT / "specs" / spec), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    rebuilt = runpy.run_path(str(out))["get_backend_config"]()
+    assert describe(rebuilt) == describe(load(ROOT / "specs" / spec))
+    check = (
+        "import sys, runpy; runpy.run_path(sys.argv[1])['get_backend_config'](); "
+        "print(sorted(m for m in sys.modules if m.startswith('backend_spec')))"
+    )
+    proc = subprocess.run([sys.executable, "-c", check, str(out)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+def test_compile_output_module_for_a_builtin_with_complex_patterns(tmp_path):
+    spec = tmp_path / "child.yaml"
+    spec.write_text("name: child\nextends: onednn\n")
+    out = tmp_path / "onednn_module.py"
+    result = runner.invoke(app, ["compile", str(spec), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    rebuilt = runpy.run_path(str(out))["get_backend_config"]()
+    assert describe(rebuilt) == describe(load(spec))
+
+
+def test_bad_spec_exits_1_and_writes_no_output(tmp_path):
+    spec = tmp_path / "bad.yaml"
+    spec.write_text("name: x\npatterns:\n  - pattern: nn.Conv2D\n")
+    out = tmp_path / "out.py"
+    result = runner.invoke(app, ["compile", str(spec), "-o", str(out)])
+    assert result.exit_code == 1
+    assert f"{spec}:3:14: BS300" in result.output
+    assert "nn.Conv2d" in result.output
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == [spec]
+
+
+def test_misuse_exits_2(tmp_path):
+    assert runner.invoke(app, ["compile", str(tmp_path / "missing.yaml")]).exit_code == 2
+    assert runner.invoke(app, ["compile", "--no-such-option", "x.yaml"]).exit_code == 2
+    assert runner.invoke(app, ["export", "no_such_backend"]).exit_code == 2
+
+
+def test_allow_imports_from_nearest_pyproject(tmp_path):
+    spec = tmp_path / "specs" / "custom.yaml"
+    spec.parent.mkdir()
+    spec.write_text(
+        "name: c\npatterns:\n  - pattern: [nn.Linear, nn.ReLU]\n"
+        "    fused_module: nni.LinearReLU\n"
+        "    fuser_method: bespec_custom_fusers.fuse_linear_relu\n"
+    )
+    assert runner.invoke(app, ["compile", str(spec)]).exit_code == 1
+    allowed = ["compile", str(spec), "--allow-import", "bespec_custom_fusers"]
+    assert runner.invoke(app, allowed).exit_code == 0
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.bespec]\nallow_imports = ["bespec_custom_fusers"]\n'
+    )
+    assert runner.invoke(app, ["compile", str(spec)]).exit_code == 0
+
+
+def test_checked_in_schema_is_current():
+    current = json.loads((ROOT / "schemas/backend-spec.schema.json").read_text())
+    assert current == json_schema(), "run `make schema`"
+
+
+def test_schema_command_prints_the_schema():
+    result = runner.invoke(app, ["schema"])
+    assert result.exit_code == 0
+    schema = json.loads(result.output)
+    pattern_props = schema["$defs"]["PatternModel"]["properties"]
+    assert "pattern" in pattern_props and "fuser_method" in pattern_props
+    assert schema["additionalProperties"] is False
+
+
+def test_spec_files_point_editors_at_the_schema():
+    for path in sorted((ROOT / "specs").glob("*.yaml")):
+        first = path.read_text().splitlines()[0]
+        assert first == "# yaml-language-server: $schema=../schemas/backend-spec.schema.json"
+
+
+def test_no_deprecation_noise_on_stderr(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), "compile", str(ROOT / "specs/tutorial.yaml")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Warning" not in proc.stderr and "deprecat" not in proc.stderr.lower()
