@@ -1,0 +1,101 @@
+"""Checking patterns in worker processes (``bespec check --jobs N``).
+
+BackendConfigs hold classes and functions that do not always pickle (fuser lambdas, custom
+getters), so workers never receive one: each rebuilds it from a :class:`BackendSource` (a built-in
+name or a spec path with its allow-list) and is handed pattern indices. Workers use a ``spawn``
+(or ``forkserver``) context — forking a process that already ran torch kernels is unsafe — and
+one intra-op thread each, so N workers do not oversubscribe the cores.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from typing import Any
+
+from backend_spec.check.results import PatternResult
+from backend_spec.names import BUILTIN_BACKENDS, builtin_backend_config
+
+
+@dataclass(frozen=True)
+class BackendSource:
+    """A picklable recipe for a BackendConfig: a built-in name or a spec file."""
+
+    builtin: str | None = None
+    path: str | None = None
+    allow_imports: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, backend: Any, allow_imports: Iterable[str] = ()) -> BackendSource | None:
+        """The source of a name or path; ``None`` for a BackendConfig object."""
+        if isinstance(backend, (str, os.PathLike)):
+            text = os.fspath(backend)
+            if text in BUILTIN_BACKENDS and not os.path.exists(text):
+                return cls(builtin=text)
+            return cls(path=os.path.abspath(text), allow_imports=tuple(allow_imports))
+        return None
+
+    def build(self) -> Any:
+        if self.builtin is not None:
+            return builtin_backend_config(self.builtin)
+        import backend_spec
+
+        return backend_spec.load(self.path, allow_imports=list(self.allow_imports))
+
+
+_WORKER: dict[str, Any] = {}
+
+
+def _init_worker(source: BackendSource, engine: str) -> None:
+    from backend_spec._torch import silence_globally, torch
+    from backend_spec.check.run import pattern_cases
+
+    silence_globally()
+    torch.set_num_threads(1)
+    backend_config = source.build()
+    _WORKER.update(
+        backend_config=backend_config,
+        engine=engine,
+        cases=pattern_cases(backend_config, engine),
+    )
+
+
+def _check_index(index: int) -> tuple[int, PatternResult]:
+    from backend_spec.check.run import check_pattern
+
+    label, entry = _WORKER["cases"][index]
+    return index, check_pattern(_WORKER["backend_config"], entry, label, _WORKER["engine"])
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+def check_patterns(
+    source: BackendSource,
+    engine: str,
+    count: int,
+    jobs: int,
+    progress: Callable[[str], None] | None = None,
+) -> list[PatternResult]:
+    """Results of all ``count`` patterns, in pattern order, computed by ``jobs`` workers."""
+    results: list[PatternResult | None] = [None] * count
+    with ProcessPoolExecutor(
+        max_workers=jobs,
+        mp_context=_context(),
+        initializer=_init_worker,
+        initargs=(source, engine),
+    ) as pool:
+        # Interleaved chunks: neighbouring patterns share a family (all the conv3d ones), so
+        # striding spreads the slow families over the workers.
+        futures = [pool.submit(_check_index, i) for i in range(count)]
+        for future in as_completed(futures):
+            index, result = future.result()
+            results[index] = result
+            if progress:
+                progress(result.pattern)
+    return [r for r in results if r is not None]
