@@ -6,6 +6,7 @@ Every problem, at any stage, ends in :class:`SpecError`; nothing else escapes.
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -58,7 +59,13 @@ def compile_file(
 
 
 def _guarded(build: Any) -> Compiled:
-    """Run a build; any failure that is not already a SpecError becomes one, never a traceback."""
+    """Run a build; any failure that is not already a SpecError becomes one, never a traceback.
+
+    The cyclic garbage collector is paused meanwhile: a load allocates many small objects that
+    all stay alive, so collections would only rescan them, making large specs superlinear.
+    """
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
     try:
         return build()
     except SpecError:
@@ -78,6 +85,9 @@ def _guarded(build: Any) -> Compiled:
                 )
             ]
         ) from exc
+    finally:
+        if gc_was_enabled:
+            gc.enable()
 
 
 def read_source(path: Path, fmt: str | None = None) -> SourceDoc:

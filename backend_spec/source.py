@@ -12,10 +12,23 @@ from __future__ import annotations
 import math
 import re
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ruamel.yaml.cyaml import CParser
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.events import (
+    AliasEvent,
+    DocumentStartEvent,
+    MappingEndEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
+)
+from ruamel.yaml.reader import ReaderError
 
 from backend_spec.diagnostics import Diagnostic, SpecError
 
@@ -133,9 +146,6 @@ def _first_control_char(text: str) -> tuple[int, int, str] | None:
 
 
 def _parse_yaml(text: str, file: str) -> SourceDoc:
-    from ruamel.yaml.error import MarkedYAMLError, YAMLError
-    from ruamel.yaml.reader import ReaderError
-
     doc = SourceDoc(file, "yaml", None)
     try:
         doc.data = _YamlComposer(text, doc).compose()
@@ -184,8 +194,13 @@ _INF = re.compile(r"^[-+]?\.(?:inf|Inf|INF)$")
 _NAN = re.compile(r"^\.(?:nan|NaN|NAN)$")
 
 
+_MAYBE_NOT_STRING = frozenset("~nNtTfF0123456789+-.")
+
+
 def _plain_scalar(value: str) -> Any:
     """Resolve a plain YAML scalar with the YAML 1.2 core schema."""
+    if value and value[0] not in _MAYBE_NOT_STRING:
+        return value  # the common case: a name such as nn.Conv2d
     if _NULL.match(value):
         return None
     if value in _BOOL:
@@ -225,8 +240,6 @@ class _YamlComposer:
     """Builds plain data from ruamel's C event stream, recording positions as it goes."""
 
     def __init__(self, text: str, doc: SourceDoc):
-        from ruamel.yaml.cyaml import CParser
-
         self.parser = CParser(text)
         self.doc = doc
         self.anchors: dict[str, tuple[Any, int]] = {}
@@ -235,30 +248,37 @@ class _YamlComposer:
     def abort(self, pos: Position, code: str, message: str, hint: str = "") -> _Abort:
         return _Abort(Diagnostic(self.doc.file, pos[0], pos[1], code, message, hint))
 
-    def events(self) -> Iterator[Any]:
-        while True:
-            event = self.parser.get_event()
-            yield event
-            if type(event).__name__ == "StreamEndEvent":
-                return
-
     def compose(self) -> Any:
+        """One pass over the event stream; the hot path is a scalar inside a collection."""
         result: Any = _MISSING
         stack: list[_Frame] = []
         documents = 0
-        for event in self.events():
-            kind = type(event).__name__
-            pos = (event.start_mark.line + 1, event.start_mark.column + 1)
-            if kind == "DocumentStartEvent":
-                documents += 1
-                if documents > 1:
-                    raise self.abort(
-                        pos, "BS101", "more than one YAML document", "keep one backend per file"
-                    )
+        get_event = self.parser.get_event
+        positions = self.doc.positions
+        while True:
+            event = get_event()
+            cls = type(event)
+            mark = event.start_mark
+            pos = (mark.line + 1, mark.column + 1)
+            if cls is ScalarEvent:
+                if event.tag is not None:
+                    self._check_tag(event, pos)
+                self._count(1, pos)
+                value = self._scalar(event, pos)
+                if event.anchor is not None:
+                    self.anchors[event.anchor] = (value, 1)
+                if not stack:
+                    result = value
+                    positions[()] = pos
+                    continue
+                parent = stack[-1]
+                parent.size += 1
+                if isinstance(parent.value, dict) and parent.pending_key is None:
+                    self._take_key(parent, value, pos)
+                else:
+                    self._attach(parent, value, self._child_path(parent), pos)
                 continue
-            if kind in ("StreamStartEvent", "StreamEndEvent", "DocumentEndEvent"):
-                continue
-            if kind in ("MappingEndEvent", "SequenceEndEvent"):
+            if cls is MappingEndEvent or cls is SequenceEndEvent:
                 frame = stack.pop()
                 if isinstance(frame.value, dict):
                     self._apply_merges(frame)
@@ -270,40 +290,38 @@ class _YamlComposer:
                 else:
                     result = frame.value
                 continue
-            self._check_tag(event, pos)
-            parent = stack[-1] if stack else None
-            path = self._child_path(parent)
-            if kind == "AliasEvent":
+            if cls is MappingStartEvent or cls is SequenceStartEvent:
+                self._check_tag(event, pos)
+                self._count(1, pos)
+                parent = stack[-1] if stack else None
+                if len(stack) >= MAX_DEPTH:
+                    raise self.abort(pos, "BS104", f"nesting deeper than {MAX_DEPTH} levels")
+                in_mapping = parent is not None and isinstance(parent.value, dict)
+                if in_mapping and parent.pending_key is None:
+                    raise self.abort(pos, "BS103", "a mapping key must be a plain scalar")
+                path = self._child_path(parent)
+                positions[path] = pos
+                container: dict | list = {} if cls is MappingStartEvent else []
+                stack.append(_Frame(container, path, anchor=event.anchor))
+                continue
+            if cls is AliasEvent:
                 value, size = self._alias(event, pos)
                 self._count(size, pos)
-                if parent is None:
+                if not stack:
                     result = value
-                else:
-                    parent.size += size
-                    self._attach(parent, value, path, pos)
+                    continue
+                parent = stack[-1]
+                parent.size += size
+                self._attach(parent, value, self._child_path(parent), pos)
                 continue
-            if kind == "ScalarEvent":
-                self._count(1, pos)
-                value = self._scalar(event, pos)
-                if event.anchor is not None:
-                    self.anchors[event.anchor] = (value, 1)
-                if parent is None:
-                    result = value
-                    self.doc.positions[()] = pos
-                else:
-                    parent.size += 1
-                    self._attach(parent, value, path, pos)
-                continue
-            # MappingStartEvent / SequenceStartEvent
-            self._count(1, pos)
-            if len(stack) >= MAX_DEPTH:
-                raise self.abort(pos, "BS104", f"nesting deeper than {MAX_DEPTH} levels")
-            if parent is not None and isinstance(parent.value, dict) and parent.pending_key is None:
-                raise self.abort(pos, "BS103", "a mapping key must be a plain scalar")
-            self.doc.positions[path] = pos
-            container: dict | list = {} if kind == "MappingStartEvent" else []
-            stack.append(_Frame(container, path, anchor=event.anchor))
-        return None if result is _MISSING else result
+            if cls is DocumentStartEvent:
+                documents += 1
+                if documents > 1:
+                    raise self.abort(
+                        pos, "BS101", "more than one YAML document", "keep one backend per file"
+                    )
+            elif cls is StreamEndEvent:
+                return None if result is _MISSING else result
 
     def _check_tag(self, event: Any, pos: Position) -> None:
         tag = getattr(event, "tag", None)
