@@ -1,0 +1,186 @@
+"""What a lint rule sees: the parsed source (for positions), the validated model, resolved
+objects, and the compiled BackendConfig when the spec compiled.
+
+Rules never raise on names that do not resolve: the loader already reports those, so a rule
+just skips what it cannot see (``None`` from :meth:`LintContext.lookup`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from backend_spec import _torch
+from backend_spec.compile import pattern_key
+from backend_spec.models import DTypeConfigModel, PatternModel, SpecModel
+from backend_spec.resolve import Kind, NameProblem, Resolver
+from backend_spec.source import KeyPath, SourceDoc
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding of a rule: where (a key path of the spec) and what, before positions."""
+
+    path: KeyPath
+    message: str
+    hint: str = ""
+    at_key: bool = False
+
+
+@dataclass(frozen=True)
+class PatternEntry:
+    """One entry of ``patterns`` with its ops resolved.
+
+    ``ops`` is the forward-order tuple of a ``pattern`` (one to three ops), or None when the
+    entry uses ``pattern_complex_format`` or a name did not resolve. ``key`` is the key torch
+    stores the entry under (None when a name did not resolve).
+    """
+
+    index: int
+    model: PatternModel
+    ops: tuple[Any, ...] | None
+    key: Any
+
+    @property
+    def path(self) -> KeyPath:
+        return ("patterns", self.index)
+
+    @property
+    def pattern_path(self) -> KeyPath:
+        field = "pattern" if self.model.pattern is not None else "pattern_complex_format"
+        return (*self.path, field)
+
+    @property
+    def single(self) -> Any:
+        """The op of a one-op pattern, else None."""
+        return self.ops[0] if self.ops is not None and len(self.ops) == 1 else None
+
+    @property
+    def root_op(self) -> Any:
+        """The op torch's default root node getter picks: the first one in forward order."""
+        return self.ops[0] if self.ops else None
+
+
+@dataclass(frozen=True)
+class DTypeUse:
+    """A dtype config as one pattern uses it: where the reference is, and where it is defined."""
+
+    ref_path: KeyPath
+    definition_path: KeyPath
+    model: DTypeConfigModel
+
+
+class LintContext:
+    """Everything a rule may look at for one spec file."""
+
+    def __init__(
+        self,
+        doc: SourceDoc,
+        spec: SpecModel,
+        resolver: Resolver,
+        backend_config: Any | None = None,
+    ):
+        self.doc = doc
+        self.spec = spec
+        self.resolver = resolver
+        #: The compiled BackendConfig (with ``extends`` applied), or None if it did not compile.
+        self.backend_config = backend_config
+
+    # -- names ------------------------------------------------------------------------------
+
+    def lookup(self, name: str | None, kind: Kind | None = None) -> Any:
+        """The object ``name`` denotes (checked against ``kind``), or None if it is unusable."""
+        if name is None:
+            return None
+        try:
+            return self.resolver.resolve(name, kind) if kind else self.resolver.lookup(name)
+        except NameProblem:
+            return None
+
+    def module(self, name: str | None) -> type | None:
+        """A module-class field's class, or None."""
+        return self.lookup(name, Kind.MODULE)
+
+    # -- patterns ---------------------------------------------------------------------------
+
+    @cached_property
+    def entries(self) -> list[PatternEntry]:
+        return [self._entry(i, model) for i, model in enumerate(self.spec.patterns)]
+
+    def _entry(self, index: int, model: PatternModel) -> PatternEntry:
+        config = _torch.BackendPatternConfig()
+        if model.pattern is not None:
+            names = [model.pattern] if isinstance(model.pattern, str) else model.pattern
+            ops = tuple(self.lookup(name, Kind.OP) for name in names)
+            if any(op is None for op in ops):
+                return PatternEntry(index, model, None, None)
+            config.set_pattern(ops[0] if len(ops) == 1 else ops)
+            return PatternEntry(index, model, ops, pattern_key(config))
+        nested = self._complex(model.pattern_complex_format)
+        if nested is None:
+            return PatternEntry(index, model, None, None)
+        config._set_pattern_complex_format(nested)
+        return PatternEntry(index, model, None, pattern_key(config))
+
+    def _complex(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.lookup(value, Kind.COMPLEX_OP)
+        if isinstance(value, list) and value:
+            items = [self._complex(item) for item in value]
+            return None if any(item is None for item in items) else tuple(items)
+        return None
+
+    # -- dtype configs ----------------------------------------------------------------------
+
+    def dtype_uses(self, entry: PatternEntry) -> Iterator[DTypeUse]:
+        """The dtype configs of a pattern entry (named ones looked up; unknown names skipped)."""
+        for j, ref in enumerate(entry.model.dtype_configs):
+            ref_path = (*entry.path, "dtype_configs", j)
+            if isinstance(ref, str):
+                model = self.spec.dtype_configs.get(ref)
+                if model is not None:
+                    yield DTypeUse(ref_path, ("dtype_configs", ref), model)
+            else:
+                yield DTypeUse(ref_path, ref_path, ref)
+
+    def dtype_definitions(self) -> Iterator[tuple[KeyPath, DTypeConfigModel]]:
+        """Every dtype config written in the file once: the named ones, then the inline ones."""
+        for name, model in self.spec.dtype_configs.items():
+            yield ("dtype_configs", name), model
+        for entry in self.entries:
+            for j, ref in enumerate(entry.model.dtype_configs):
+                if not isinstance(ref, str):
+                    yield (*entry.path, "dtype_configs", j), ref
+
+    # -- the whole backend ------------------------------------------------------------------
+    # Questions about the backend as torch will see it: answered from the compiled config
+    # (with ``extends`` applied) when the spec compiled, else from this file's own entries.
+
+    @cached_property
+    def quantized_ops(self) -> set[Any]:
+        """Single-op patterns that have dtype configs, i.e. ops the backend quantizes."""
+        if self.backend_config is not None:
+            return {
+                c.pattern
+                for c in self.backend_config.configs
+                if c.dtype_configs and c.pattern is not None and not isinstance(c.pattern, tuple)
+            }
+        return {e.single for e in self.entries if e.single is not None and e.model.dtype_configs}
+
+    @cached_property
+    def reference_roots(self) -> set[Any]:
+        """Root modules some pattern maps to a reference quantized module (torch merges this
+        mapping over all patterns, so one entry per root module suffices)."""
+        if self.backend_config is not None:
+            return {
+                c.root_module
+                for c in self.backend_config.configs
+                if c.root_module is not None and c.reference_quantized_module is not None
+            }
+        return {
+            self.module(e.model.root_module)
+            for e in self.entries
+            if e.model.root_module and e.model.reference_quantized_module
+        }

@@ -1,0 +1,1 @@
+"""One module per lint rule; see :mod:`backend_spec.lint.registry` for what a module defines."""

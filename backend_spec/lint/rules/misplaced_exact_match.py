@@ -1,0 +1,59 @@
+"""Fixed qparams (``scale_exact_match``/``zero_point_exact_match``) where they cannot apply.
+
+Exact-match constraints describe ops with a fixed output range, such as sigmoid and tanh,
+whose QConfig must use a ``FixedQParamsObserver`` on the output. They make no sense on a
+weighted op (its output range depends on its weights), on an op that shares its input's
+observer or is not observed (it has no output observer of its own), or on ``input_dtype``
+alone (the input is observed by the producer's observer, not by a fixed one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from backend_spec.lint.context import DTypeUse, LintContext, PatternEntry, Problem
+from backend_spec.lint.describe import entry_label
+from backend_spec.lint.ops import is_weighted_op
+from backend_spec.models import DTypeWithConstraintsModel
+
+ID = "BS509"
+NAME = "misplaced-exact-match"
+SEVERITY = "warning"
+
+_DEFAULT_OBSERVATION = "output_use_different_observer_as_input"
+
+
+def _fixed(value: object) -> bool:
+    return isinstance(value, DTypeWithConstraintsModel) and (
+        value.scale_exact_match is not None or value.zero_point_exact_match is not None
+    )
+
+
+def check(context: LintContext) -> Iterator[Problem]:
+    for entry in context.entries:
+        for use in context.dtype_uses(entry):
+            reason = _reason(context, entry, use)
+            if reason:
+                yield Problem(use.ref_path, reason, "remove the exact-match constraints here")
+
+
+def _reason(context: LintContext, entry: PatternEntry, use: DTypeUse) -> str:
+    model = use.model
+    fixed_output = _fixed(model.output_dtype)
+    if not (fixed_output or _fixed(model.input_dtype) or _fixed(model.weight_dtype)):
+        return ""
+    label = entry_label(entry)
+    root = context.module(entry.model.root_module) or entry.root_op
+    if is_weighted_op(root):
+        return f"fixed qparams on weighted op {label}: its output range depends on its weights"
+    if _fixed(model.weight_dtype):
+        return "fixed qparams on weight_dtype: weights are observed by the weight observer"
+    observation = entry.model.observation_type or _DEFAULT_OBSERVATION
+    if observation != _DEFAULT_OBSERVATION:
+        return (
+            f"fixed qparams on {label}, whose observation type is {observation}: "
+            "only an op with its own output observer can have fixed qparams"
+        )
+    if not fixed_output:
+        return "fixed qparams on input_dtype only; they belong on output_dtype"
+    return ""

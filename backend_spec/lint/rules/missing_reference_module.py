@@ -1,0 +1,44 @@
+"""A weighted root module has no ``reference_quantized_module`` anywhere in the backend.
+
+convert turns an observed weighted module (linear, conv, embedding, RNN) into the reference
+quantized module the backend maps its root module to; torch builds that map from every
+pattern entry that sets both ``root_module`` and ``reference_quantized_module``. A weighted
+root with no entry mapping it cannot be converted to a reference model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from backend_spec.lint.context import LintContext, Problem
+from backend_spec.lint.describe import name_of
+from backend_spec.lint.ops import is_weighted_module
+
+ID = "BS505"
+NAME = "missing-reference-module"
+SEVERITY = "warning"
+
+
+def check(context: LintContext) -> Iterator[Problem]:
+    reported: set[type] = set()
+    for entry in context.entries:
+        root = context.module(entry.model.root_module)
+        if root is None or not is_weighted_module(root) or root in context.reference_roots:
+            continue
+        if root in reported:
+            continue
+        reported.add(root)
+        yield Problem(
+            (*entry.path, "root_module"),
+            f"weighted root module {name_of(root)} has no reference_quantized_module "
+            "in any pattern; convert cannot build a reference quantized model for it",
+            _hint(root),
+        )
+
+
+def _hint(root: type) -> str:
+    from backend_spec._torch import torch
+
+    if hasattr(torch.ao.nn.quantized.reference, root.__name__):
+        return f"add 'reference_quantized_module: nnqr.{root.__name__}'"
+    return "add reference_quantized_module to an entry with this root_module"

@@ -1,0 +1,73 @@
+"""``qat_module`` is not a QAT form of the entry's module.
+
+For QAT, prepare swaps each module the pattern matches for ``qat_module`` (via its
+``from_float``), and convert later treats it as the root module. So the QAT class must be a
+subclass of ``root_module`` and must convert from the float module the pattern matches: the
+fused module for a fusion (``nni.ConvReLU2d`` -> ``nniqat.ConvReLU2d``), else the pattern's
+module (``nn.Linear`` -> ``nnqat.Linear``). A quantized class (``nnq.Linear``) or the float
+class itself is never a QAT module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from backend_spec.lint.context import LintContext, PatternEntry, Problem
+from backend_spec.lint.describe import name_of
+from backend_spec.lint.ops import float_modules_of, is_module_class, is_quantized_module
+
+ID = "BS506"
+NAME = "qat-module-mismatch"
+SEVERITY = "error"
+
+
+def check(context: LintContext) -> Iterator[Problem]:
+    for entry in context.entries:
+        qat = context.module(entry.model.qat_module)
+        if qat is None:
+            continue
+        message = _mismatch(context, entry, qat)
+        if message:
+            yield Problem((*entry.path, "qat_module"), message, _hint(context, entry))
+
+
+def _expected_float(context: LintContext, entry: PatternEntry) -> type | None:
+    fused = context.module(entry.model.fused_module)
+    if fused is not None:
+        return fused
+    return entry.single if is_module_class(entry.single) else None
+
+
+def _mismatch(context: LintContext, entry: PatternEntry, qat: type) -> str:
+    name = name_of(qat)
+    if is_quantized_module(qat):
+        return f"qat_module {name} is a quantized module, not a QAT module"
+    root = context.module(entry.model.root_module)
+    expected = _expected_float(context, entry)
+    if qat is expected or (qat is root and not float_modules_of(qat)):
+        return f"qat_module {name} is the float module itself, not its QAT form"
+    if root is not None and not issubclass(qat, root):
+        return f"qat_module {name} is not a subclass of root_module {name_of(root)}"
+    floats = float_modules_of(qat)
+    if expected is not None and floats and expected not in floats:
+        return (
+            f"qat_module {name} converts from {', '.join(map(name_of, floats))}, "
+            f"not from {name_of(expected)}"
+        )
+    return ""
+
+
+def _hint(context: LintContext, entry: PatternEntry) -> str:
+    from backend_spec._torch import torch
+
+    expected = _expected_float(context, entry)
+    if expected is None:
+        return "use the QAT class of the pattern's module"
+    for namespace, alias in (
+        (torch.ao.nn.intrinsic.qat, "nniqat"),
+        (torch.ao.nn.qat, "nnqat"),
+    ):
+        candidate = getattr(namespace, expected.__name__, None)
+        if candidate is not None and expected in float_modules_of(candidate):
+            return f"use {alias}.{expected.__name__}"
+    return "use the QAT class of " + name_of(expected)

@@ -1,0 +1,63 @@
+"""A pattern op that no model prepare_fx sees can contain, so the entry never matches.
+
+``method:NAME`` matches ``call_method`` nodes, which FX records for ``Tensor`` methods: a name
+that is not a ``torch.Tensor`` attribute is most likely a typo (``method:veiw``). Quantized
+module classes (``nnq.*``, ``nnqr.*``, ``nnqd.*``) never occur in the float or QAT models
+that prepare_fx runs on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from backend_spec.lint.context import LintContext, Problem
+from backend_spec.lint.describe import name_of
+from backend_spec.lint.ops import is_quantized_module
+from backend_spec.names import METHOD_PREFIX
+from backend_spec.source import KeyPath
+
+ID = "BS512"
+NAME = "unmatchable-pattern"
+SEVERITY = "warning"
+
+
+def check(context: LintContext) -> Iterator[Problem]:
+    for entry in context.entries:
+        model = entry.model
+        value = model.pattern if model.pattern is not None else model.pattern_complex_format
+        for path, name in _names(entry.pattern_path, value):
+            problem = _problem(context, path, name)
+            if problem is not None:
+                yield problem
+
+
+def _names(path: KeyPath, value: Any) -> Iterator[tuple[KeyPath, str]]:
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _names((*path, i), item)
+
+
+def _problem(context: LintContext, path: KeyPath, name: str) -> Problem | None:
+    from backend_spec._torch import torch
+
+    if name.startswith(METHOD_PREFIX):
+        method = name[len(METHOD_PREFIX) :]
+        if method.isidentifier() and not hasattr(torch.Tensor, method):
+            return Problem(
+                path,
+                f"torch.Tensor has no method '{method}', so '{name}' never matches",
+                "check the spelling of the method",
+            )
+        return None
+    op = context.lookup(name)
+    if is_quantized_module(op):
+        return Problem(
+            path,
+            f"{name_of(op)} is a quantized module; prepare_fx runs on float and QAT models, "
+            "which never contain it",
+            "name the float (or QAT) module instead",
+        )
+    return None

@@ -1,0 +1,32 @@
+"""A weighted op (linear, conv, embedding...) shares its input's observer with its output.
+
+``output_share_observer_with_input`` is for ops whose output lies in the input's range
+(max pooling, reshape, cat). A weighted op's output range depends on its weights, so giving
+it the input's quantization parameters clips or wastes its output's range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from backend_spec.lint.context import LintContext, Problem
+from backend_spec.lint.describe import entry_label
+from backend_spec.lint.ops import is_weighted_op
+
+ID = "BS510"
+NAME = "weighted-op-shares-observer"
+SEVERITY = "error"
+
+
+def check(context: LintContext) -> Iterator[Problem]:
+    for entry in context.entries:
+        if entry.model.observation_type != "output_share_observer_with_input":
+            continue
+        root = context.module(entry.model.root_module) or entry.root_op
+        if is_weighted_op(root):
+            yield Problem(
+                (*entry.path, "observation_type"),
+                f"weighted op {entry_label(entry)} cannot share its input's observer: "
+                "its output range depends on its weights",
+                "use output_use_different_observer_as_input (the default)",
+            )
