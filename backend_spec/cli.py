@@ -143,6 +143,44 @@ def export_command(
         typer.echo(f"wrote {output}", err=True)
 
 
+# -- lint ------------------------------------------------------------------------------------
+
+RuleTokens = Annotated[
+    list[str] | None,
+    typer.Option(help="Rule codes or slugs, prefixes allowed; repeatable or comma-separated."),
+]
+
+
+@app.command("lint")
+def lint_command(
+    specs: Annotated[list[Path], typer.Argument(help="Spec files (.yaml, .yml, .toml).")],
+    select: RuleTokens = None,
+    ignore: RuleTokens = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Warnings fail the run too.")] = False,
+    fmt: Annotated[str, typer.Option("--format", help="text, json, github or sarif.")] = "text",
+    allow_import: AllowImport = None,
+) -> None:
+    """Report every problem of each SPEC: loader errors and semantic rules (docs/rules.md)."""
+    from backend_spec.config import allow_imports_for
+    from backend_spec.lint.session import lint_files, render
+    from backend_spec.reporters import FORMATS
+
+    if fmt not in FORMATS:
+        raise fail_usage(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    for spec in specs:
+        existing(spec)
+    try:
+        report = lint_files(
+            specs, select, ignore, strict, lambda p: allow_imports_for(p, allow_import)
+        )
+    except ValueError as exc:
+        raise fail_usage(str(exc)) from None
+    sys.stdout.write(render(report, fmt, color=sys.stdout.isatty()))
+    if fmt == "text":
+        typer.echo(report.summary(), err=True)
+    raise typer.Exit(1 if report.failed else 0)
+
+
 def main() -> None:
     """Console-script entry point."""
     silence_globally()

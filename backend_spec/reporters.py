@@ -72,11 +72,18 @@ def render_github(diagnostics: Iterable[Diagnostic]) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def render_sarif(diagnostics: Iterable[Diagnostic], rules: dict[str, str] | None = None) -> str:
+def render_sarif(
+    diagnostics: Iterable[Diagnostic],
+    rules: dict[str, str] | None = None,
+    rule_metadata: dict[str, dict[str, Any]] | None = None,
+) -> str:
+    """SARIF 2.1.0. ``rules`` maps codes to short descriptions; ``rule_metadata`` adds SARIF
+    reportingDescriptor fields per code (``name``, ``helpUri``, ``defaultConfiguration``...)."""
     diagnostics = list(diagnostics)
     rules = dict(rules or {})
     for d in diagnostics:
         rules.setdefault(d.code, d.message)
+    metadata = rule_metadata or {}
     from backend_spec import __version__
 
     run: dict[str, Any] = {
@@ -86,7 +93,12 @@ def render_sarif(diagnostics: Iterable[Diagnostic], rules: dict[str, str] | None
                 "version": __version__,
                 "informationUri": _RULE_DOCS,
                 "rules": [
-                    {"id": code, "shortDescription": {"text": text}, "helpUri": _RULE_DOCS}
+                    {
+                        "id": code,
+                        "shortDescription": {"text": text},
+                        "helpUri": _RULE_DOCS,
+                        **metadata.get(code, {}),
+                    }
                     for code, text in sorted(rules.items())
                 ],
             }

@@ -1,0 +1,87 @@
+"""Lint several files with their settings and decide the outcome (what ``bespec lint`` runs)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from backend_spec.diagnostics import Diagnostic, Severity
+from backend_spec.lint.registry import Selection, select_rules
+from backend_spec.lint.runner import lint_path
+from backend_spec.lint.settings import merged, project_settings
+
+
+@dataclass
+class LintReport:
+    """Every diagnostic of a run, and whether the run fails (errors, or warnings when strict)."""
+
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    failed: bool = False
+    files: int = 0
+
+    def count(self, severity: Severity) -> int:
+        return sum(1 for d in self.diagnostics if d.severity is severity)
+
+    def summary(self) -> str:
+        errors, warnings = self.count(Severity.ERROR), self.count(Severity.WARNING)
+        files = f"{self.files} file{'s' if self.files != 1 else ''}"
+        if not errors and not warnings:
+            return f"{files} checked, no problems."
+        return (
+            f"{errors} error{'s' if errors != 1 else ''}, "
+            f"{warnings} warning{'s' if warnings != 1 else ''} in {files}."
+        )
+
+
+def lint_files(
+    paths: Sequence[Path],
+    select: Iterable[str] | None = None,
+    ignore: Iterable[str] | None = None,
+    strict: bool = False,
+    allow_imports_for: Callable[[Path], list[str]] | None = None,
+) -> LintReport:
+    """Lint each file with the settings of its nearest pyproject.toml plus the CLI's.
+
+    ``allow_imports_for(path)`` gives a file's allow-list. Raises ValueError on a bad
+    selection or bad project settings (the caller's misuse, not a spec problem).
+    """
+    report = LintReport(files=len(paths))
+    for path in paths:
+        settings = merged(project_settings(path), select, ignore, strict)
+        rules = select_rules(Selection(settings.select, settings.ignore))
+        allow = allow_imports_for(path) if allow_imports_for is not None else ()
+        found = lint_path(path, rules, allow)
+        report.diagnostics.extend(found)
+        if any(d.severity is Severity.ERROR or settings.strict for d in found):
+            report.failed = True
+    return report
+
+
+def sarif_rules() -> tuple[dict[str, str], dict[str, dict[str, object]]]:
+    """Short descriptions and SARIF metadata of every lint rule, for the SARIF driver."""
+    from backend_spec.lint.registry import all_rules
+
+    texts = {r.id: r.summary for r in all_rules()}
+    metadata: dict[str, dict[str, object]] = {
+        r.id: {
+            "name": r.name,
+            "helpUri": r.help_uri,
+            "fullDescription": {"text": " ".join(r.doc.split())},
+            "defaultConfiguration": {"level": r.severity.value},
+        }
+        for r in all_rules()
+    }
+    return texts, metadata
+
+
+def render(report: LintReport, fmt: str, color: bool = False) -> str:
+    """The report's diagnostics in ``fmt`` (text, json, github or sarif)."""
+    from backend_spec import reporters
+
+    if fmt == "sarif":
+        texts, metadata = sarif_rules()
+        return reporters.render_sarif(report.diagnostics, texts, metadata)
+    if fmt == "text":
+        return reporters.render_text(report.diagnostics, color=color)
+    return reporters.RENDERERS[fmt](report.diagnostics)
