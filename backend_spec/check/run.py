@@ -50,6 +50,9 @@ SQNR_THRESHOLDS: dict[str, float] = {
     "weight-only 4-bit": 10.0,
 }
 
+#: SQNR reported for an exact result (and the bound of every reported figure).
+SQNR_CAP_DB = 200.0
+
 #: Engines tried, in order, when none is given.
 ENGINE_PREFERENCE = ("x86", "fbgemm", "qnnpack")
 
@@ -89,11 +92,10 @@ def sqnr_db(reference: Any, actual: Any) -> float | None:
     actual = actual.dequantize() if actual.is_quantized else actual
     noise = (reference.float() - actual.float()).norm().item()
     signal = reference.float().norm().item()
-    if noise == 0:
-        return math.inf if signal else None
-    if signal == 0:
-        return -math.inf
-    return round(20 * math.log10(signal / noise), 2)
+    if noise == 0 or signal == 0:
+        # Exact results (or an all-zero reference) have no finite ratio; JSON needs a number.
+        return SQNR_CAP_DB if noise == 0 else -SQNR_CAP_DB
+    return round(max(-SQNR_CAP_DB, min(SQNR_CAP_DB, 20 * math.log10(signal / noise))), 2)
 
 
 def _run(model: torch.nn.Module, inputs: tuple) -> Any:

@@ -494,10 +494,10 @@ def _conv(transpose: bool):
         weight = builder.chain.add_param(torch.randn(shape) * 0.2)
         bias = builder.chain.add_param(torch.zeros(8))
         ones, pads = [1] * dims, [1] * dims
-        if transpose:  # (input, weight, bias, stride, padding, output_padding, groups, dilation)
-            extra = (ones, pads, [0] * dims, 1, ones)
-        else:  # lists, not ints: torch's lowering passes them straight to the prepack op
-            extra = (ones, pads, ones, 1)
+        # Lists, not ints: torch's lowering passes them straight to the prepack op. Transposed:
+        # (stride, padding, output_padding, groups, dilation); else (stride, padding, dilation,
+        # groups).
+        extra = (ones, pads, [0] * dims, 1, ones) if transpose else (ones, pads, ones, 1)
         return lambda chain, x, inputs: fn(x, getattr(chain, weight), getattr(chain, bias), *extra)
 
     return maker
