@@ -191,6 +191,7 @@ def test_lambda_fuser_is_a_spec_error_naming_pattern_and_field() -> None:
     with pytest.raises(backend_spec.SpecError) as info:
         dump(bc)
     (diag,) = info.value.diagnostics
+    assert diag.code == "BS910"
     assert "patterns[0].fuser_method" in diag.message
     assert "(nn.Linear, nn.ReLU)" in diag.message
     assert "<lambda>" in diag.message
@@ -222,6 +223,19 @@ def test_every_unnameable_object_is_reported_at_once() -> None:
     assert "LocalModule" in messages[0]
     assert "patterns[1].root_node_getter" in messages[1]
     assert "local_getter" in messages[1]
+
+
+def test_constraints_without_a_dtype_are_a_spec_error() -> None:
+    odd = DTypeConfig(input_dtype=DTypeWithConstraints(dtype=None, quant_min_lower_bound=0))
+    bc = BackendConfig("b").set_backend_pattern_config(
+        BackendPatternConfig(nn.Linear).set_dtype_configs([odd])
+    )
+    with pytest.raises(backend_spec.SpecError) as info:
+        dump(bc)
+    (diag,) = info.value.diagnostics
+    assert diag.code == "BS911"
+    assert "patterns[0].dtype_configs of pattern nn.Linear" in diag.message
+    assert "without a dtype" in diag.message
 
 
 def test_unknown_format_is_a_value_error() -> None:

@@ -14,6 +14,7 @@ from typing import Any
 from backend_spec._torch import BackendConfig, BackendPatternConfig, ObservationType
 from backend_spec.diagnostics import Diagnostic, SpecError, format_key_path
 from backend_spec.export.dtypes import DTypeConfigTable, DTypeDoc
+from backend_spec.export.families import family_of
 from backend_spec.export.naming import object_name, op_name, sequential_class
 
 #: Diagnostic code of an object the exporter cannot name.
@@ -99,100 +100,72 @@ def _fuser_doc(fuser: Callable[..., Any]) -> str | dict[str, str]:
     return _name(fuser) if cls is None else {"sequential": _name(cls)}
 
 
-class _PatternBuilder:
-    """Builds pattern entries; records unnameable objects as diagnostics instead of failing."""
+@dataclass
+class _EntryBuilder:
+    """Builds the entry of one pattern; a value it cannot write becomes a diagnostic."""
 
-    def __init__(self, table: DTypeConfigTable, source: str) -> None:
-        self.table = table
-        self.source = source
-        self.diagnostics: list[Diagnostic] = []
+    index: int
+    config: BackendPatternConfig
+    table: DTypeConfigTable
+    source: str
+    diagnostics: list[Diagnostic]
+    entry: dict[str, Any] = field(default_factory=dict)
 
-    def build(self, index: int, config: BackendPatternConfig) -> dict[str, Any]:
-        entry: dict[str, Any] = {}
+    def build(self) -> dict[str, Any]:
+        config = self.config
         if config._pattern_complex_format is not None:
-            self._put(
-                entry,
-                index,
-                config,
-                "pattern_complex_format",
-                _nested_names,
-                config._pattern_complex_format,
-            )
+            self._put("pattern_complex_format", _nested_names, config._pattern_complex_format)
         else:
-            self._put(entry, index, config, "pattern", _forward_pattern_doc, config.pattern)
+            self._put("pattern", _forward_pattern_doc, config.pattern)
         if config.observation_type != _DEFAULT_OBSERVATION:
-            entry["observation_type"] = observation_type_name(config.observation_type)
+            self.entry["observation_type"] = observation_type_name(config.observation_type)
         if config.dtype_configs:
-            try:
-                entry["dtype_configs"] = self.table.names_of(config.dtype_configs)
-            except ValueError as exc:
-                self.diagnostics.append(
-                    self._problem(index, config, "dtype_configs", UNWRITABLE, str(exc))
-                )
+            self._put("dtype_configs", self.table.names_of, config.dtype_configs)
         for key, attr in _MODULE_FIELDS:
-            self._put(entry, index, config, key, _name, getattr(config, attr))
-        self._put(entry, index, config, "fuser_method", _fuser_doc, config.fuser_method)
+            self._put(key, _name, getattr(config, attr))
+        self._put("fuser_method", _fuser_doc, config.fuser_method)
         for key, attr in _GETTER_FIELDS:
-            self._put(entry, index, config, key, _name, getattr(config, attr))
+            self._put(key, _name, getattr(config, attr))
         if config._num_tensor_args_to_observation_type:
-            entry["num_tensor_args_to_observation_type"] = {
+            self.entry["num_tensor_args_to_observation_type"] = {
                 int(n): observation_type_name(t)
                 for n, t in config._num_tensor_args_to_observation_type.items()
             }
         if config._input_type_to_index:
-            entry["input_type_to_index"] = dict(config._input_type_to_index)
-        return entry
+            self.entry["input_type_to_index"] = dict(config._input_type_to_index)
+        return self.entry
 
-    def _put(
-        self,
-        entry: dict[str, Any],
-        index: int,
-        config: BackendPatternConfig,
-        key: str,
-        convert: Callable[[Any], Any],
-        value: Any,
-    ) -> None:
+    def _put(self, key: str, convert: Callable[[Any], Any], value: Any) -> None:
         if value is None:
             return
         try:
-            entry[key] = convert(value)
+            self.entry[key] = convert(value)
         except _Unnameable as exc:
-            self.diagnostics.append(self._unnameable(index, config, key, exc.args[0]))
+            self._report(
+                key,
+                UNNAMEABLE,
+                f"{describe_object(exc.args[0])} has no importable name",
+                "use a module-level function or class (not a lambda or local function)",
+            )
+        except ValueError as exc:  # a DTypeConfig the format cannot express
+            self._report(key, UNWRITABLE, str(exc))
 
-    def _unnameable(
-        self, index: int, config: BackendPatternConfig, key: str, obj: Any
-    ) -> Diagnostic:
-        return self._problem(
-            index,
-            config,
-            key,
-            UNNAMEABLE,
-            f"{describe_object(obj)} has no importable name",
-            "use a module-level function or class (not a lambda or local function)",
-        )
-
-    def _problem(
-        self,
-        index: int,
-        config: BackendPatternConfig,
-        key: str,
-        code: str,
-        problem: str,
-        hint: str = "",
-    ) -> Diagnostic:
-        pattern = config._pattern_complex_format or config.pattern
-        path = ("patterns", index, key)
-        return Diagnostic(
-            file=self.source,
-            line=0,
-            column=0,
-            code=code,
-            message=(
-                f"cannot export {format_key_path(path)} of pattern {pattern_label(pattern)}: "
-                f"{problem}"
-            ),
-            hint=hint,
-            key_path=path,
+    def _report(self, key: str, code: str, problem: str, hint: str = "") -> None:
+        pattern = self.config._pattern_complex_format or self.config.pattern
+        path = ("patterns", self.index, key)
+        self.diagnostics.append(
+            Diagnostic(
+                file=self.source,
+                line=0,
+                column=0,
+                code=code,
+                message=(
+                    f"cannot export {format_key_path(path)} of pattern "
+                    f"{pattern_label(pattern)}: {problem}"
+                ),
+                hint=hint,
+                key_path=path,
+            )
         )
 
 
@@ -206,15 +179,13 @@ def _forward_pattern_doc(pattern: Any) -> str | list[str]:
 def build_document(backend_config: BackendConfig, source: str = "<export>") -> SpecDocument:
     """The spec document of ``backend_config``; raises ``SpecError`` listing every object
     that cannot be named (``source`` is the file name diagnostics report)."""
-    from backend_spec.export.families import family_of
-
     table = DTypeConfigTable()
-    builder = _PatternBuilder(table, source)
+    diagnostics: list[Diagnostic] = []
     doc = SpecDocument(name=backend_config.name)
     for index, config in enumerate(backend_config.configs):
-        doc.patterns.append(builder.build(index, config))
+        doc.patterns.append(_EntryBuilder(index, config, table, source, diagnostics).build())
         doc.families.append(family_of(config))
-    if builder.diagnostics:
-        raise SpecError(builder.diagnostics)
+    if diagnostics:
+        raise SpecError(diagnostics)
     doc.dtype_configs = table.docs
     return doc
