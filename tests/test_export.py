@@ -238,6 +238,19 @@ def test_constraints_without_a_dtype_are_a_spec_error() -> None:
     assert "without a dtype" in diag.message
 
 
+def test_a_nameless_backend_config_is_a_spec_error() -> None:
+    with pytest.raises(backend_spec.SpecError) as info:
+        dump(BackendConfig())
+    (diag,) = info.value.diagnostics
+    assert diag.code == "BS911" and "without a name" in diag.message
+
+
+@pytest.mark.parametrize("name", ["a  b " * 40 + "  ", "x # y: z", "true", "123", "null", "- a"])
+@pytest.mark.parametrize("fmt", ["yaml", "toml"])
+def test_awkward_backend_names_load_back(name: str, fmt: str) -> None:
+    assert backend_spec.loads(dump(BackendConfig(name), format=fmt), format=fmt).name == name
+
+
 def test_unknown_format_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="json"):
         dump(BackendConfig("x"), format="json")

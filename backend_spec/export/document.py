@@ -177,10 +177,23 @@ def _forward_pattern_doc(pattern: Any) -> str | list[str]:
 
 
 def build_document(backend_config: BackendConfig, source: str = "<export>") -> SpecDocument:
-    """The spec document of ``backend_config``; raises ``SpecError`` listing every object
-    that cannot be named (``source`` is the file name diagnostics report)."""
+    """The spec document of ``backend_config``; raises ``SpecError`` listing everything a
+    spec cannot express: objects without a name, an empty backend name, constraints without
+    a dtype (``source`` is the file name the diagnostics report)."""
     table = DTypeConfigTable()
     diagnostics: list[Diagnostic] = []
+    if not backend_config.name:  # torch's default; a spec's name is required and non-empty
+        diagnostics.append(
+            Diagnostic(
+                source,
+                0,
+                0,
+                UNWRITABLE,
+                "cannot export a BackendConfig without a name: a spec requires one",
+                "give it one with BackendConfig('my_backend') or .set_name('my_backend')",
+                key_path=("name",),
+            )
+        )
     doc = SpecDocument(name=backend_config.name)
     for index, config in enumerate(backend_config.configs):
         doc.patterns.append(_EntryBuilder(index, config, table, source, diagnostics).build())
