@@ -72,6 +72,17 @@ def compile_command(
         typer.Option("-o", "--output", help="Write a standalone Python module here."),
     ] = None,
     allow_import: AllowImport = None,
+    emit_test: Annotated[
+        Path | None,
+        typer.Option(
+            "--emit-test",
+            help="Also write a pytest file that runs `bespec check` against a golden result.",
+        ),
+    ] = None,
+    golden: Annotated[
+        Path | None,
+        typer.Option(help="The golden for --emit-test (default: next to it, .golden.json)."),
+    ] = None,
 ) -> None:
     """Validate and compile SPEC; print what it holds."""
     from backend_spec.summary import print_summary
@@ -88,6 +99,22 @@ def compile_command(
             raise report_errors(error) from None
         write_atomic(output, text)
         typer.echo(f"wrote {output}")
+    if emit_test is not None:
+        write_emitted_test(spec, emit_test, golden, allow_import)
+
+
+def write_emitted_test(
+    spec: Path, test_path: Path, golden: Path | None, allow_import: list[str] | None
+) -> None:
+    """The regression test bespec emits beside the BackendConfig, for the user's own CI."""
+    from backend_spec.check import emit_test
+    from backend_spec.config import allow_imports_for
+
+    golden = golden or test_path.with_suffix(".golden.json")
+    emit_test(spec, golden, test_path, allow_imports=allow_imports_for(spec, allow_import))
+    typer.echo(f"wrote {test_path}")
+    if not golden.exists():
+        typer.echo(f"create its golden with: bespec check {spec} --golden {golden} --update-golden")
 
 
 @app.command("show")
@@ -179,6 +206,86 @@ def lint_command(
     if fmt == "text":
         typer.echo(report.summary(), err=True)
     raise typer.Exit(1 if report.failed else 0)
+
+
+@app.command("check")
+def check_cli(
+    spec: Annotated[str, typer.Argument(help="A spec file or a built-in backend name.")],
+    engine: Annotated[
+        str | None, typer.Option(help="Quantized engine (default: x86, else fbgemm, else qnnpack).")
+    ] = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Parallel worker processes.")] = 1,
+    model: Annotated[
+        list[str] | None,
+        typer.Option("--model", help="module:factory returning (model, example_inputs)."),
+    ] = None,
+    golden: Annotated[
+        Path | None, typer.Option(help="Compare with this stored result; fail on drift.")
+    ] = None,
+    update_golden: Annotated[
+        bool, typer.Option("--update-golden", help="Write the result to --golden.")
+    ] = False,
+    fmt: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
+    allow_import: AllowImport = None,
+) -> None:
+    """Quantize a minimal model per pattern, and the reference models, on the host CPU."""
+    from backend_spec.check import check_command
+    from backend_spec.config import allow_imports_for
+
+    allowed = allow_imports_for(Path(spec), allow_import)
+    code = check_command(
+        spec,
+        engine=engine,
+        jobs=jobs,
+        models=model or [],
+        golden=None if golden is None else str(golden),
+        update_golden=update_golden,
+        fmt=fmt,
+        allow_imports=allowed,
+    )
+    raise typer.Exit(code)
+
+
+# -- explain ---------------------------------------------------------------------------------
+
+
+@app.command("explain")
+def explain_command(
+    spec: SpecArg,
+    model: Annotated[
+        str, typer.Option("--model", help="module:factory returning (model, example_inputs).")
+    ],
+    qconfig_mapping: Annotated[
+        str | None,
+        typer.Option(
+            "--qconfig-mapping",
+            help="module:attr of a QConfigMapping (default: torch's get_default_qconfig_mapping).",
+        ),
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
+    allow_import: AllowImport = None,
+) -> None:
+    """Explain, node by node, what SPEC quantizes in a model and why nodes are skipped."""
+    import json
+
+    from backend_spec import explain
+
+    if fmt not in ("text", "json"):
+        raise fail_usage(f"--format must be text or json, not {fmt!r}")
+    compiled = compile_spec(spec, allow_import)
+    try:
+        net, inputs = explain.model_from_factory(model)
+        mapping = explain.qconfig_mapping_from(qconfig_mapping)
+    except ValueError as exc:
+        raise fail_usage(str(exc)) from None
+    report = explain.explain_compiled(compiled, net, inputs, mapping)
+    if fmt == "json":
+        typer.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        from rich.console import Console
+
+        width = None if sys.stdout.isatty() else 160
+        explain.print_explanation(report, Console(highlight=False, width=width))
 
 
 def main() -> None:

@@ -1,0 +1,145 @@
+"""``bespec explain``: per-node verdicts agree with prepare_fx, and reasons name the constraint."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import backend_spec
+from backend_spec._torch import quiet, torch
+from backend_spec.cli import app
+from backend_spec.explain import explain, qconfig_mapping_from, tutorial_model
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SPEC = """\
+name: t
+patterns:
+  - pattern: nn.Linear
+    dtype_configs:
+      - input_dtype: {{dtype: {dtype}, quant_min_lower_bound: 0, quant_max_upper_bound: 127}}
+        output_dtype: {{dtype: quint8, quant_min_lower_bound: 0, quant_max_upper_bound: 127}}
+        weight_dtype: qint8
+        bias_dtype: float
+    root_module: nn.Linear
+    reference_quantized_module: nnqr.Linear
+"""
+
+
+def observed_nodes(backend_config, qconfig_mapping) -> set[str]:
+    """Nodes after which prepare_fx really inserted an observer (torch's own verdict)."""
+    from torch.ao.quantization.quantize_fx import prepare_fx
+
+    model, inputs = tutorial_model()
+    with quiet():
+        prepared = prepare_fx(model, qconfig_mapping, inputs, backend_config=backend_config)
+    return {
+        node.args[0].name
+        for node in prepared.graph.nodes
+        if node.op == "call_module" and "activation_post_process" in str(node.target)
+        if isinstance(node.args[0], torch.fx.Node) and node.args[0].op != "placeholder"
+    }
+
+
+def explained(backend_config, qconfig_mapping):
+    model, inputs = tutorial_model()
+    return explain(backend_config, model, inputs, qconfig_mapping)
+
+
+def fixed_eps_mapping(quant_max: int = 255):
+    from torch.ao.quantization import QConfig, QConfigMapping
+    from torch.ao.quantization.observer import MinMaxObserver, default_weight_observer
+
+    activation = MinMaxObserver.with_args(
+        dtype=torch.quint8, quant_min=0, quant_max=quant_max, eps=2**-12
+    )
+    return QConfigMapping().set_global(
+        QConfig(activation=activation, weight=default_weight_observer)
+    )
+
+
+def test_tutorial_silent_skip_is_explained() -> None:
+    bc = backend_spec.load(ROOT / "specs" / "tutorial.yaml")
+    mapping = qconfig_mapping_from(None)
+    report = explained(bc, mapping)
+    nodes = {n.node: n for n in report.nodes}
+    assert list(nodes) == ["linear", "conv", "bn", "relu", "sigmoid"]
+    linear = nodes["linear"]
+    assert (linear.pattern, linear.outcome) == ("nn.Linear", "skipped")
+    assert linear.reasons == [
+        "input activation observer eps 1.19e-07 is below scale_min_lower_bound 0.000244",
+        "output activation observer eps 1.19e-07 is below scale_min_lower_bound 0.000244",
+    ]
+    assert all(nodes[n].outcome == "no pattern" for n in ("conv", "bn", "relu", "sigmoid"))
+    assert report.unmatched_patterns == ["(nn.Conv2d, nn.ReLU)", "nni.ConvReLU2d"]
+    assert observed_nodes(bc, mapping) == set()  # torch agrees: nothing is observed
+
+
+def test_satisfying_qconfig_quantizes_and_agrees_with_prepare_fx() -> None:
+    bc = backend_spec.load(ROOT / "specs" / "tutorial.yaml")
+    mapping = fixed_eps_mapping()
+    report = explained(bc, mapping)
+    quantized = {n.node for n in report.nodes if n.outcome == "quantized"}
+    assert quantized == {"linear"}
+    assert observed_nodes(bc, mapping) == quantized
+
+
+def test_quant_range_failure_is_named() -> None:
+    bc = backend_spec.loads(SPEC.format(dtype="quint8"))
+    report = explained(bc, fixed_eps_mapping(quant_max=255))
+    (linear,) = [n for n in report.nodes if n.node == "linear"]
+    assert linear.outcome == "skipped"
+    assert linear.reasons == [
+        "input activation observer quant_max 255 above quant_max_upper_bound 127",
+        "output activation observer quant_max 255 above quant_max_upper_bound 127",
+    ]
+    assert observed_nodes(bc, fixed_eps_mapping(quant_max=255)) == set()
+    ok = explained(bc, fixed_eps_mapping(quant_max=127))
+    assert [n.outcome for n in ok.nodes if n.node == "linear"] == ["quantized"]
+
+
+def test_dtype_mismatch_is_named() -> None:
+    bc = backend_spec.loads(SPEC.format(dtype="qint8"))
+    report = explained(bc, qconfig_mapping_from(None))
+    (linear,) = [n for n in report.nodes if n.node == "linear"]
+    assert linear.reasons[0] == "input dtype quint8 but the config wants qint8"
+
+
+def test_builtin_backend_quantizes_the_fused_conv() -> None:
+    from backend_spec.names import builtin_backend_config
+
+    bc = builtin_backend_config("fbgemm")
+    mapping = qconfig_mapping_from(None)
+    report = explained(bc, mapping)
+    outcomes = {n.node: (n.op, n.outcome) for n in report.nodes}
+    # in eval mode torch's fuse_conv_bn_relu folds the bn into the conv: ConvReLU2d
+    assert outcomes["conv"] == ("conv: nni.ConvReLU2d", "quantized")
+    assert outcomes["linear"][1] == "quantized"
+    quantized = {n.node for n in report.nodes if n.outcome == "quantized"}
+    assert observed_nodes(bc, mapping) <= quantized
+
+
+def test_cli(tmp_path: Path) -> None:
+    runner = CliRunner()
+    spec = str(ROOT / "specs" / "tutorial.yaml")
+    model = "backend_spec.explain:tutorial_model"
+    result = runner.invoke(app, ["explain", spec, "--model", model, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["nodes"][0]["outcome"] == "skipped"
+    text = runner.invoke(app, ["explain", spec, "--model", model])
+    assert text.exit_code == 0
+    assert "scale_min_lower_bound" in text.stdout and "nni.ConvReLU2d" in text.stdout
+    bad = runner.invoke(app, ["explain", spec, "--model", "no_such_module:f"])
+    assert bad.exit_code == 2
+
+
+@pytest.mark.parametrize("ref", ["nomodule", "backend_spec.explain:nothing_here"])
+def test_bad_model_reference(ref: str) -> None:
+    from backend_spec.explain import model_from_factory
+
+    with pytest.raises(ValueError):
+        model_from_factory(ref)
