@@ -16,6 +16,7 @@ import types
 from typing import Any
 
 from backend_spec._torch import torch
+from backend_spec.dtypes import dtype_names, to_dtype
 from backend_spec.fusers import sequential_class
 from backend_spec.names import (
     ALIASES,
@@ -138,6 +139,6 @@ def op_name(op: Any) -> str | None:
 def dtype_name(dtype: torch.dtype) -> str:
     """``quint8``, ``qint8``, ``float16``, ... and ``float`` for float32."""
     name = _PREFERRED_DTYPE_NAMES.get(dtype, str(dtype).removeprefix("torch."))
-    if getattr(torch, name, None) is not dtype:
+    if name not in dtype_names() or to_dtype(name) is not dtype:  # what the loader accepts
         raise ValueError(f"{dtype!r} has no torch attribute name")
     return name
