@@ -26,7 +26,16 @@ from backend_spec.export.document import describe_object
 from backend_spec.export.dtypes import CONSTRAINT_FIELDS
 from backend_spec.export.naming import object_name, op_name, sequential_class
 
-__all__ = ["Difference", "Ref", "describe", "describe_backend", "diff"]
+__all__ = [
+    "Difference",
+    "Ref",
+    "describe",
+    "describe_backend",
+    "describe_pattern",
+    "diff",
+    "label",
+    "pattern_key_label",
+]
 
 #: Field name -> how to read it from a BackendPatternConfig, in spec order.
 _REF_FIELDS: tuple[tuple[str, str], ...] = (
