@@ -362,7 +362,9 @@ def _quantize_model(
         int8_ms=_latency_ms(lowered, example_inputs),
     )
     if not any(kind != "fp32" for kind in quantized.values()):
-        result.status, result.reason = "fail", "nothing in the model was quantized"
+        # Not a failure: a backend may simply not cover this model's ops. The golden's
+        # node -> kind mapping is what catches a backend that stopped quantizing them.
+        result.status, result.reason = "skip", "the backend quantizes none of this model's ops"
     return result
 
 
