@@ -288,6 +288,35 @@ def explain_command(
         explain.print_explanation(report, Console(highlight=False, width=width))
 
 
+# -- diff ------------------------------------------------------------------------------------
+
+
+@app.command("diff")
+def diff_command(
+    a: Annotated[str, typer.Argument(help="A spec file or a built-in backend (fbgemm...).")],
+    b: Annotated[str, typer.Argument(help="A spec file or a built-in backend.")],
+    fmt: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
+    allow_import: AllowImport = None,
+) -> None:
+    """Show the patterns added, removed and changed from A to B (exit 1 when they differ)."""
+    from backend_spec import diffing
+
+    if fmt not in ("text", "json"):
+        raise fail_usage(f"--format must be text or json, not {fmt!r}")
+    try:
+        differences = diffing.diff_refs(a, b, allow_import or ())
+    except FileNotFoundError as exc:
+        raise fail_usage(str(exc)) from None
+    except SpecError as error:
+        report_errors(error)
+        raise typer.Exit(2) from None
+    if fmt == "json":
+        sys.stdout.write(diffing.render_json(differences))
+    else:
+        sys.stdout.write(diffing.render_text(differences, a, b))
+    raise typer.Exit(1 if differences else 0)
+
+
 def main() -> None:
     """Console-script entry point."""
     silence_globally()

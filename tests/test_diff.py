@@ -1,0 +1,93 @@
+"""``bespec diff``: added/removed/changed patterns with field paths; exit 0 same, 1 different."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from backend_spec.cli import app
+from backend_spec.diffing import diff_refs
+
+ROOT = Path(__file__).resolve().parent.parent
+TUTORIAL = str(ROOT / "specs" / "tutorial.yaml")
+
+
+def run(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def edited_tutorial(tmp_path: Path) -> str:
+    text = (ROOT / "specs" / "tutorial.yaml").read_text()
+    text = text.replace(
+        "scale_min_lower_bound: 0.000244140625}\n    weight",
+        "scale_min_lower_bound: 0.001}\n    weight",
+    )
+    text = text.replace(
+        "  # Quantize linear.\n", "  - pattern: nn.Sigmoid\n    dtype_configs: [weighted_int8]\n"
+    )
+    text = text.replace("    qat_module: nniqat.ConvReLU2d\n", "")
+    path = tmp_path / "edited.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_identical_spec_and_builtin() -> None:
+    result = run("diff", str(ROOT / "specs" / "fbgemm.yaml"), "fbgemm")
+    assert result.exit_code == 0, result.output
+    assert "identical" in result.stdout
+    assert diff_refs("x86", "x86") == []
+
+
+def test_field_level_changes(tmp_path: Path) -> None:
+    edited = edited_tutorial(tmp_path)
+    found = {(d.kind, d.pattern, d.field) for d in diff_refs(TUTORIAL, edited)}
+    assert ("added", "nn.Sigmoid", "") in found
+    assert ("changed", "nni.ConvReLU2d", "qat_module") in found
+    changed_scale = "dtype_configs[0].output_dtype.scale_min_lower_bound"
+    # the output constraint changed for every pattern that uses the named config
+    assert {p for k, p, f in found if f == changed_scale} == {
+        "nn.Linear",
+        "(nn.Conv2d, nn.ReLU)",
+        "nni.ConvReLU2d",
+    }
+    result = run("diff", TUTORIAL, edited)
+    assert result.exit_code == 1
+    assert "+ nn.Sigmoid" in result.stdout
+    assert "    qat_module: nniqat.ConvReLU2d -> None" in result.stdout
+
+
+def test_json(tmp_path: Path) -> None:
+    result = run("diff", "--format", "json", TUTORIAL, edited_tutorial(tmp_path))
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert data["identical"] is False
+    (qat,) = [d for d in data["differences"] if d["field"] == "qat_module"]
+    assert qat == {
+        "kind": "changed",
+        "pattern": "nni.ConvReLU2d",
+        "field": "qat_module",
+        "old": "nniqat.ConvReLU2d",
+        "new": None,
+    }
+    same = run("diff", "--format", "json", "native", "native")
+    assert same.exit_code == 0 and json.loads(same.stdout) == {
+        "identical": True,
+        "differences": [],
+    }
+
+
+def test_builtins_differ() -> None:
+    result = run("diff", "native", "executorch")
+    assert result.exit_code == 1
+    assert result.stdout.startswith("--- native\n+++ executorch\n")
+
+
+def test_misuse_and_bad_specs(tmp_path: Path) -> None:
+    assert run("diff", "nosuch", "fbgemm").exit_code == 2
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: b\npatterns:\n  - pattern: nn.Nope\n")
+    result = run("diff", str(bad), "fbgemm")
+    assert result.exit_code == 2
+    assert "BS300" in result.stderr
