@@ -317,6 +317,35 @@ def diff_command(
     raise typer.Exit(1 if differences else 0)
 
 
+# -- fmt -------------------------------------------------------------------------------------
+
+
+@app.command("fmt")
+def fmt_command(
+    specs: Annotated[list[Path], typer.Argument(help="Spec files to format in place.")],
+    check: Annotated[
+        bool, typer.Option("--check", help="Write nothing; exit 1 if a file would change.")
+    ] = False,
+) -> None:
+    """Rewrite YAML specs in the canonical key order and layout, comments kept."""
+    from backend_spec.fmt import FormatError, format_path
+
+    failed = False
+    for spec in specs:
+        try:
+            outcome = format_path(existing(spec), check=check)
+        except FormatError as exc:
+            typer.echo(f"{spec}: {exc}", err=True)
+            failed = True
+            continue
+        if outcome.skipped:
+            typer.echo(f"{spec}: {outcome.skipped}", err=True)
+        elif outcome.changed:
+            typer.echo(f"{'would reformat' if check else 'reformatted'} {spec}", err=True)
+            failed = failed or check
+    raise typer.Exit(1 if failed else 0)
+
+
 def main() -> None:
     """Console-script entry point."""
     silence_globally()
