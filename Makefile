@@ -19,6 +19,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BESPEC) compile specs/tutorial.yaml
 	$(BESPEC) show specs/tutorial.yaml
+	$(BESPEC) check specs/tutorial.yaml
 
 test: $(STAMP)
 	$(PY) -m ruff check backend_spec tests benchmarks cli.py

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -10,10 +9,11 @@ from rich.console import Console
 from rich.table import Table
 
 from backend_spec.compile import Compiled, pattern_key
+from backend_spec.console import make_console
 
 
 def _console() -> Console:
-    return Console(highlight=False, width=None if os.isatty(1) else 120)
+    return make_console()
 
 
 def _pattern_of(config: Any) -> Any:

@@ -16,6 +16,7 @@ from rich.console import Console
 from backend_spec.check import golden as golden_files
 from backend_spec.check.report import print_text, progress_bar, to_json_text
 from backend_spec.check.run import resolve_models, run_check
+from backend_spec.console import make_console
 from backend_spec.diagnostics import SpecError
 from backend_spec.names import BUILTIN_BACKENDS
 
@@ -62,7 +63,7 @@ def check_command(
     if fmt == "json":
         sys.stdout.write(to_json_text(report, drift) + "\n")
     else:
-        print_text(report, Console(), drift)
+        print_text(report, make_console(), drift)
     return 1 if report.failed or drift else 0
 
 
