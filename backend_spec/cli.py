@@ -346,6 +346,35 @@ def fmt_command(
     raise typer.Exit(1 if failed else 0)
 
 
+# -- docs ------------------------------------------------------------------------------------
+
+
+@app.command("docs")
+def docs_command(
+    spec: Annotated[str, typer.Argument(help="A spec file or a built-in backend (fbgemm...).")],
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write here.")] = None,
+    allow_import: AllowImport = None,
+) -> None:
+    """Print a Markdown table of what a backend supports."""
+    from backend_spec.diffing import load_backend
+    from backend_spec.docs import backend_markdown
+
+    try:
+        config = load_backend(spec, allow_import or ())
+    except FileNotFoundError as exc:
+        raise fail_usage(str(exc)) from None
+    except SpecError as error:
+        raise report_errors(error) from None
+    text = backend_markdown(config, source=spec)
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        from backend_spec.atomic import write_atomic
+
+        write_atomic(output, text)
+        typer.echo(f"wrote {output}", err=True)
+
+
 def main() -> None:
     """Console-script entry point."""
     silence_globally()
