@@ -219,3 +219,16 @@ def test_torch_builtins_have_no_errors(name: str, tmp_path: Path) -> None:
 def test_tutorial_specs_are_clean() -> None:
     assert lint_path(SPECS / "tutorial.yaml") == []
     assert lint_path(SPECS / "tutorial.toml") == []
+
+
+def test_a_crashing_rule_becomes_a_diagnostic(project: Path) -> None:
+    import dataclasses
+
+    def broken(context):
+        raise RuntimeError("boom")
+        yield  # pragma: no cover
+
+    rule = dataclasses.replace(all_rules()[0], check=broken)
+    found = lint_path(project / "clean.yaml", [rule])
+    assert [(d.code, d.severity) for d in found] == [("BS599", Severity.ERROR)]
+    assert "boom" in found[0].message
