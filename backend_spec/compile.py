@@ -17,6 +17,7 @@ from backend_spec.diagnostics import Diagnostic
 from backend_spec.dtypes import to_dtype
 from backend_spec.fusers import sequential_fuser
 from backend_spec.models import (
+    CONSTRAINT_FIELDS,
     DTypeConfigModel,
     DTypeWithConstraintsModel,
     PatternModel,
@@ -35,14 +36,6 @@ _SETTERS = {
     "root_node_getter": "_set_root_node_getter",
     "extra_inputs_getter": "_set_extra_inputs_getter",
 }
-_CONSTRAINT_FIELDS = (
-    "quant_min_lower_bound",
-    "quant_max_upper_bound",
-    "scale_min_lower_bound",
-    "scale_max_upper_bound",
-    "scale_exact_match",
-    "zero_point_exact_match",
-)
 
 
 @dataclass
@@ -94,7 +87,7 @@ class Compiler:
     def dtype_with_constraints(self, spec: str | DTypeWithConstraintsModel) -> Any:
         if isinstance(spec, str):
             return _torch.DTypeWithConstraints(dtype=to_dtype(spec))
-        values = {name: getattr(spec, name) for name in _CONSTRAINT_FIELDS}
+        values = {name: getattr(spec, name) for name in CONSTRAINT_FIELDS}
         return _torch.DTypeWithConstraints(dtype=to_dtype(spec.dtype), **values)
 
     def dtype_config(self, model: DTypeConfigModel) -> Any:

@@ -23,6 +23,16 @@ from pydantic_core import PydanticCustomError
 
 from backend_spec.dtypes import dtype_range
 
+#: ``DTypeWithConstraints`` fields other than ``dtype``, in the order a spec lists them.
+CONSTRAINT_FIELDS: tuple[str, ...] = (
+    "quant_min_lower_bound",
+    "quant_max_upper_bound",
+    "scale_min_lower_bound",
+    "scale_max_upper_bound",
+    "scale_exact_match",
+    "zero_point_exact_match",
+)
+
 OBSERVATION_TYPES = (
     "output_use_different_observer_as_input",
     "output_share_observer_with_input",

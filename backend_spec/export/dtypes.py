@@ -15,16 +15,7 @@ from typing import Any
 
 from backend_spec._torch import DTypeConfig, DTypeWithConstraints, torch
 from backend_spec.export.naming import dtype_name
-
-#: ``DTypeWithConstraints`` fields other than ``dtype``, in the order a spec lists them.
-CONSTRAINT_FIELDS: tuple[str, ...] = (
-    "quant_min_lower_bound",
-    "quant_max_upper_bound",
-    "scale_min_lower_bound",
-    "scale_max_upper_bound",
-    "scale_exact_match",
-    "zero_point_exact_match",
-)
+from backend_spec.models import CONSTRAINT_FIELDS
 
 #: DTypeConfig keys whose value may carry constraints, in spec order.
 _CONSTRAINED_KEYS: tuple[str, ...] = ("input_dtype", "output_dtype", "weight_dtype")
