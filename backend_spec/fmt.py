@@ -20,32 +20,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-TOP_LEVEL = ("spec_version", "name", "extends", "remove", "dtype_configs", "patterns")
-PATTERN = (
-    "pattern",
-    "pattern_complex_format",
-    "observation_type",
-    "dtype_configs",
-    "root_module",
-    "qat_module",
-    "reference_quantized_module",
-    "fused_module",
-    "fuser_method",
-    "root_node_getter",
-    "extra_inputs_getter",
-    "num_tensor_args_to_observation_type",
-    "input_type_to_index",
+from backend_spec.models import (
+    DTypeConfigModel,
+    DTypeWithConstraintsModel,
+    PatternModel,
+    SpecModel,
 )
-DTYPE_CONFIG = ("input_dtype", "output_dtype", "weight_dtype", "bias_dtype", "is_dynamic")
-CONSTRAINED_DTYPE = (
-    "dtype",
-    "quant_min_lower_bound",
-    "quant_max_upper_bound",
-    "scale_min_lower_bound",
-    "scale_max_upper_bound",
-    "scale_exact_match",
-    "zero_point_exact_match",
-)
+
+# The models declare their fields in the contract's order, so the canonical order is theirs.
+TOP_LEVEL = tuple(SpecModel.model_fields)
+PATTERN = tuple(PatternModel.model_fields)
+DTYPE_CONFIG = tuple(DTypeConfigModel.model_fields)
+CONSTRAINED_DTYPE = tuple(DTypeWithConstraintsModel.model_fields)
 
 #: Line width of emitted YAML (the project's line length); longer flow collections wrap.
 WIDTH = 100
