@@ -40,11 +40,13 @@ def model_table(report: CheckReport) -> Table:
     for m in report.models:
         quantized = sum(1 for kind in m.quantized.values() if kind != "fp32")
         status = f"[{_STYLE[m.status]}]{m.status}[/]"
+        # With nothing quantized the SQNR only says "float equals float": not worth showing.
+        sqnr = _db(m.sqnr_db) if quantized else ""
         table.add_row(
             m.name,
             status,
             f"{quantized}/{len(m.quantized)} ops",
-            _db(m.sqnr_db),
+            sqnr,
             _ms(m.fp32_ms),
             _ms(m.int8_ms),
             m.reason,
