@@ -119,6 +119,10 @@ class Resolver:
                 f"'{name}' is not a valid dotted name",
                 "write a name such as nn.Conv2d, F.relu or torch.nn.modules.conv.Conv2d",
             )
+        if any(part.startswith("__") for part in parts):
+            raise NameProblem(
+                "BS301", f"'{name}' uses a dunder attribute", "name a module, class or function"
+            )
         if len(parts) == 1:
             return self._bare(name)
         start, rest, shown = self._start(parts)

@@ -46,7 +46,9 @@ def test_names_resolve(name, kind, expected):
         ("os.system", Kind.FUNCTION, "BS302", "allowed roots"),
         ("torch.nn.modules.module.OrderedDict", Kind.OP, "BS302", "collections"),
         ("nn..Conv2d", Kind.MODULE, "BS301", "dotted"),
-        ("nn.Conv2d.__init__.__globals__", Kind.FUNCTION, "BS301", "not a module or class"),
+        ("nn.Conv2d.__init__.__globals__", Kind.FUNCTION, "BS301", "dunder"),
+        ("nn.Module.__subclasses__", Kind.FUNCTION, "BS301", "dunder"),
+        ("nn.Conv2d.forward.x", Kind.FUNCTION, "BS301", "not a module or class"),
     ],
 )
 def test_bad_names_are_refused_with_a_reason(name, kind, code, text):
