@@ -8,6 +8,7 @@ them at once.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -109,8 +110,6 @@ class Compiler:
             model = self.spec.dtype_configs.get(name)
             if model is None:
                 known = list(self.spec.dtype_configs)
-                import difflib
-
                 match = difflib.get_close_matches(name, known, n=1)
                 hint = (
                     f"did you mean '{match[0]}'?"

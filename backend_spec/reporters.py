@@ -20,12 +20,11 @@ _RULE_DOCS = "https://github.com/bespec/bespec/blob/main/docs/rules.md"
 def render_text(diagnostics: Iterable[Diagnostic], color: bool = False) -> str:
     lines = []
     for d in diagnostics:
-        code = d.code if d.severity is Severity.ERROR else f"{d.code}"
         if color:
             style = "31" if d.severity is Severity.ERROR else "33"
-            text = f"\x1b[1m{d.location()}\x1b[0m: \x1b[{style}m{code}\x1b[0m {d.message}"
+            text = f"\x1b[1m{d.location()}\x1b[0m: \x1b[{style}m{d.code}\x1b[0m {d.message}"
         else:
-            text = f"{d.location()}: {code} {d.message}"
+            text = f"{d.location()}: {d.code} {d.message}"
         if d.hint:
             text += f"\n    hint: {d.hint}"
         lines.append(text)

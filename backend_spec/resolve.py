@@ -232,7 +232,8 @@ class MethodName(str):
     """A ``call_method`` op name, kept apart from plain strings until the kind check."""
 
 
-def _is_module_class(obj: Any) -> bool:
+def is_module_class(obj: Any) -> bool:
+    """An ``nn.Module`` subclass (what module fields and module ops need)."""
     from backend_spec._torch import torch
 
     return isinstance(obj, type) and issubclass(obj, torch.nn.Module)
@@ -250,12 +251,12 @@ def _is_match_all(obj: Any) -> bool:
 
 def _kind_problem(obj: Any, kind: Kind) -> str:
     if kind is Kind.MODULE:
-        return "" if _is_module_class(obj) else "this field needs an nn.Module subclass"
+        return "" if is_module_class(obj) else "this field needs an nn.Module subclass"
     if kind is Kind.FUNCTION:
         if isinstance(obj, MethodName) or not _is_function(obj):
             return "this field needs a function"
         return ""
-    if isinstance(obj, MethodName) or _is_module_class(obj) or _is_function(obj):
+    if isinstance(obj, MethodName) or is_module_class(obj) or _is_function(obj):
         return ""
     if kind is Kind.COMPLEX_OP and _is_match_all(obj):
         return ""

@@ -49,11 +49,9 @@ def print_summary(backend_config: Any, spec: Path) -> None:
 
 
 def _short(obj: Any) -> str:
-    if obj is None:
-        return ""
-    from backend_spec.export.naming import object_name
+    from backend_spec.compare import label as object_label
 
-    return object_name(obj) or getattr(obj, "__qualname__", repr(obj))
+    return "" if obj is None else object_label(obj)
 
 
 def print_pattern_table(compiled: Compiled) -> None:

@@ -400,11 +400,9 @@ def _latency_ms(model: torch.nn.Module, inputs: tuple, repeats: int = 10) -> flo
 
 def pattern_label(config: Any) -> str:
     """A readable pattern name with bespec's aliases (``(nn.Conv2d, nn.ReLU)``)."""
-    from backend_spec.export.document import pattern_label as label
+    from backend_spec.summary import label
 
-    if config.pattern is not None:
-        return label(config.pattern)
-    return "complex:" + label(config._pattern_complex_format)
+    return label(config) if config.pattern is not None else "complex:" + label(config)
 
 
 def pattern_cases(backend_config: BackendConfig, engine: str) -> list[tuple[str, PatternQConfig]]:

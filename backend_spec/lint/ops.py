@@ -12,6 +12,7 @@ from functools import cache
 from typing import Any
 
 from backend_spec._torch import torch
+from backend_spec.resolve import is_module_class
 
 
 @cache
@@ -35,10 +36,6 @@ def _weighted_functions() -> frozenset[Any]:
     functions = {getattr(F, n) for n in names if hasattr(F, n)}
     functions |= {getattr(torch, n) for n in names if hasattr(torch, n)}
     return frozenset(functions)
-
-
-def is_module_class(obj: Any) -> bool:
-    return isinstance(obj, type) and issubclass(obj, torch.nn.Module)
 
 
 def is_fused_module_class(obj: Any) -> bool:
