@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from backend_spec.build.loader import load, loads
 from backend_spec.diagnostics import Diagnostic, Severity, SpecError
-from backend_spec.loader import load, loads
 
 __version__ = "0.1.0"
 
@@ -26,7 +26,7 @@ SPEC_VERSION = 1
 
 _LAZY = {
     "dump": "backend_spec.export",
-    "qconfig_mapping": "backend_spec.qconfigs",
+    "qconfig_mapping": "backend_spec.analysis.qconfigs",
 }
 
 __all__ = [
@@ -41,8 +41,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from backend_spec.analysis.qconfigs import qconfig_mapping
     from backend_spec.export import dump
-    from backend_spec.qconfigs import qconfig_mapping
 
 
 def __getattr__(name: str) -> Any:

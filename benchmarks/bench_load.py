@@ -22,7 +22,7 @@ from pathlib import Path  # noqa: E402
 
 import backend_spec  # noqa: E402
 from backend_spec.export import dump  # noqa: E402
-from backend_spec.names import builtin_backend_config  # noqa: E402
+from backend_spec.names.vocabulary import builtin_backend_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 

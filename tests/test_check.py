@@ -18,9 +18,9 @@ from backend_spec.check import (
     run_check,
     write_golden,
 )
-from backend_spec.check.report import to_json_text
 from backend_spec.check.run import pattern_cases, pattern_label
-from backend_spec.names import builtin_backend_config
+from backend_spec.cli.render.check import to_json_text
+from backend_spec.names.vocabulary import builtin_backend_config
 
 with quiet():
     import torch.ao.nn.intrinsic as nni

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from backend_spec.cli import app
-from backend_spec.compare import describe
-from backend_spec.loader import load
-from backend_spec.models import json_schema
+from backend_spec.analysis.compare import describe
+from backend_spec.build.loader import load
+from backend_spec.cli.app import app
+from backend_spec.spec.models import json_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 runner = CliRunner()

@@ -17,8 +17,8 @@ from backend_spec._torch import (
     ObservationType,
     torch,
 )
-from backend_spec.compare import Difference, Ref, describe, describe_backend, diff
-from backend_spec.names import builtin_backend_config
+from backend_spec.analysis.compare import Difference, Ref, describe, describe_backend, diff
+from backend_spec.names.vocabulary import builtin_backend_config
 
 nn = torch.nn
 F = torch.nn.functional

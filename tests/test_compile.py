@@ -11,8 +11,8 @@ from torch.ao.quantization.backend_config import ObservationType
 from torch.ao.quantization.utils import MatchAllNode
 
 import backend_spec
-from backend_spec.compare import describe
-from backend_spec.fusers import sequential_class
+from backend_spec.analysis.compare import describe
+from backend_spec.names.fusers import sequential_class
 
 
 def load(text: str, **kwargs):
@@ -184,7 +184,7 @@ def test_extends_builtin_replaces_and_removes(tmp_path):
             """
         )
     )
-    from backend_spec.names import builtin_backend_config
+    from backend_spec.names.vocabulary import builtin_backend_config
 
     fbgemm = describe(builtin_backend_config("fbgemm"))
     got = describe(backend_spec.load(child))

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from backend_spec.cli import app
-from backend_spec.diffing import diff_refs
+from backend_spec.cli.app import app
+from backend_spec.cli.render.diff import diff_refs
 
 ROOT = Path(__file__).resolve().parent.parent
 TUTORIAL = str(ROOT / "specs" / "tutorial.yaml")

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from backend_spec.cli import app
-from backend_spec.docs import backend_markdown, dtype_text
-from backend_spec.names import builtin_backend_config
+from backend_spec.cli.app import app
+from backend_spec.cli.render.docs import backend_markdown, dtype_text
+from backend_spec.names.vocabulary import builtin_backend_config
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 import backend_spec
-from backend_spec import zoo
 from backend_spec._torch import BackendConfig, quiet, torch
-from backend_spec.names import BUILTIN_BACKENDS, builtin_backend_config
-from backend_spec.qconfigs import qconfig_mapping
+from backend_spec.analysis.qconfigs import qconfig_mapping
+from backend_spec.check import zoo
+from backend_spec.names.vocabulary import BUILTIN_BACKENDS, builtin_backend_config
 
 with quiet():
     from torch.ao.quantization.quantize_fx import convert_fx, convert_to_reference_fx, prepare_fx

@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 import backend_spec
 from backend_spec._torch import quiet, torch
-from backend_spec.cli import app
-from backend_spec.explain import explain, qconfig_mapping_from, tutorial_model
+from backend_spec.analysis.explain import explain, qconfig_mapping_from, tutorial_model
+from backend_spec.cli.app import app
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -109,7 +109,7 @@ def test_dtype_mismatch_is_named() -> None:
 
 
 def test_builtin_backend_quantizes_the_fused_conv() -> None:
-    from backend_spec.names import builtin_backend_config
+    from backend_spec.names.vocabulary import builtin_backend_config
 
     bc = builtin_backend_config("fbgemm")
     mapping = qconfig_mapping_from(None)
@@ -125,7 +125,7 @@ def test_builtin_backend_quantizes_the_fused_conv() -> None:
 def test_cli(tmp_path: Path) -> None:
     runner = CliRunner()
     spec = str(ROOT / "specs" / "tutorial.yaml")
-    model = "backend_spec.explain:tutorial_model"
+    model = "backend_spec.analysis.explain:tutorial_model"
     result = runner.invoke(app, ["explain", spec, "--model", model, "--format", "json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
@@ -137,9 +137,9 @@ def test_cli(tmp_path: Path) -> None:
     assert bad.exit_code == 2
 
 
-@pytest.mark.parametrize("ref", ["nomodule", "backend_spec.explain:nothing_here"])
+@pytest.mark.parametrize("ref", ["nomodule", "backend_spec.analysis.explain:nothing_here"])
 def test_bad_model_reference(ref: str) -> None:
-    from backend_spec.explain import model_from_factory
+    from backend_spec.analysis.explain import model_from_factory
 
     with pytest.raises(ValueError):
         model_from_factory(ref)

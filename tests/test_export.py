@@ -25,15 +25,15 @@ from backend_spec._torch import (
 )
 from backend_spec.export import build_document, dump, export_builtin
 from backend_spec.export.dtypes import DTypeConfigTable, derived_name
-from backend_spec.export.naming import object_name, op_name
-from backend_spec.names import (
+from backend_spec.names.naming import object_name, op_name
+from backend_spec.names.resolver import Resolver
+from backend_spec.names.vocabulary import (
     ALIASES,
     BARE_FUNCTION_MODULES,
     BUILTIN_BACKENDS,
     METHOD_PREFIX,
     SPECIAL_NAMES,
 )
-from backend_spec.resolve import Resolver
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -78,7 +78,7 @@ def walk_resolve(name: str) -> Any:
 
 def spec_objects(bc: BackendConfig) -> list[tuple[str, Any]]:
     """(name written by the exporter, object it stands for) for every object in ``bc``."""
-    from backend_spec.fusers import sequential_class
+    from backend_spec.names.fusers import sequential_class
 
     pairs: list[tuple[str, Any]] = []
     docs = build_document(bc).patterns
@@ -169,7 +169,7 @@ def test_module_function_outside_torch_gets_its_qualified_name() -> None:
 
 
 def test_dtype_names() -> None:
-    from backend_spec.export.naming import dtype_name
+    from backend_spec.names.naming import dtype_name
 
     assert dtype_name(torch.float32) == "float"
     assert dtype_name(torch.float16) == "float16"
@@ -455,12 +455,19 @@ def test_export_builtin_errors_are_value_errors(ref: str, message: str) -> None:
 
 
 def test_python_m_entry_point_writes_a_file(tmp_path: Path) -> None:
-    from backend_spec.export.__main__ import main
-
     out = tmp_path / "t.toml"
-    assert main(["tensorrt", "-o", str(out)]) == 0
+    ok = subprocess.run(
+        [sys.executable, "-m", "backend_spec", "export", "tensorrt", "-o", str(out)],
+        capture_output=True,
+        text=True,
+    )
+    assert ok.returncode == 0, ok.stderr
     assert out.read_text() == builtin_text("tensorrt", "toml")
-    assert main(["nope"]) == 2
+    bad = subprocess.run(
+        [sys.executable, "-m", "backend_spec", "export", "nope"], capture_output=True, text=True
+    )
+    assert bad.returncode == 2
+    assert "Traceback" not in bad.stderr
 
 
 # -- checked-in specs ---------------------------------------------------------------------------

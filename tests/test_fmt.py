@@ -8,9 +8,9 @@ import pytest
 from typer.testing import CliRunner
 
 import backend_spec
-from backend_spec.cli import app
-from backend_spec.compare import diff
-from backend_spec.fmt import FormatError, format_text
+from backend_spec.analysis.compare import diff
+from backend_spec.cli.app import app
+from backend_spec.spec.fmt import FormatError, format_text
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from backend_spec.cli import app
+from backend_spec.cli.app import app
 from backend_spec.diagnostics import Severity
 from backend_spec.lint import Selection, all_rules, lint_path, select_rules
-from backend_spec.names import BUILTIN_BACKENDS
+from backend_spec.names.vocabulary import BUILTIN_BACKENDS
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = ROOT / "specs"

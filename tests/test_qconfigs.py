@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from backend_spec._torch import quiet, torch
-from backend_spec.names import BUILTIN_BACKENDS, builtin_backend_config
-from backend_spec.qconfigs import (
+from backend_spec.analysis.qconfigs import (
     choose,
     fusion_conflicts,
     pattern_ops,
@@ -14,6 +13,7 @@ from backend_spec.qconfigs import (
     qconfig_mapping,
     satisfies,
 )
+from backend_spec.names.vocabulary import BUILTIN_BACKENDS, builtin_backend_config
 
 with quiet():
     from torch.ao.quantization import get_default_qconfig

@@ -11,7 +11,7 @@ import torch
 from torch.ao.quantization.fuser_method_mappings import fuse_conv_bn
 from torch.ao.quantization.utils import MatchAllNode
 
-from backend_spec.resolve import Kind, NameProblem, Resolver
+from backend_spec.names.resolver import Kind, NameProblem, Resolver
 
 
 @pytest.mark.parametrize(
@@ -75,7 +75,7 @@ def test_allow_list_admits_only_the_named_module_and_its_submodules():
 
 def test_refused_names_import_nothing():
     code = (
-        "import sys; from backend_spec.resolve import Resolver, Kind, NameProblem\n"
+        "import sys; from backend_spec.names.resolver import Resolver, Kind, NameProblem\n"
         "for n in ['subprocess.run', 'json.loads', 'torch._dynamo.config', 'torch.onnx.export']:\n"
         "    try: Resolver().resolve(n, Kind.FUNCTION)\n"
         "    except NameProblem: pass\n"

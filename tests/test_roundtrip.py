@@ -19,9 +19,9 @@ from backend_spec._torch import (
     ObservationType,
     torch,
 )
-from backend_spec.compare import describe, describe_backend, diff
+from backend_spec.analysis.compare import describe, describe_backend, diff
 from backend_spec.export import dump, export_builtin
-from backend_spec.names import BUILTIN_BACKENDS
+from backend_spec.names.vocabulary import BUILTIN_BACKENDS
 
 nn = torch.nn
 nni = torch.ao.nn.intrinsic

@@ -14,7 +14,7 @@ from torch.ao.quantization import (
 from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
 
 import backend_spec
-from backend_spec.compare import describe
+from backend_spec.analysis.compare import describe
 
 SPECS = ["tutorial.yaml", "tutorial.toml"]
 

@@ -6,9 +6,9 @@ import copy
 
 import pytest
 
-from backend_spec import zoo
 from backend_spec._torch import quiet, torch
-from backend_spec.names import builtin_backend_config
+from backend_spec.check import zoo
+from backend_spec.names.vocabulary import builtin_backend_config
 
 with quiet():
     from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx

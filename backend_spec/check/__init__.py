@@ -4,11 +4,11 @@ Entry points: :func:`run_check` (-> :class:`CheckReport`), :func:`check_command`
 :func:`compare_to_golden` / :func:`write_golden` / :func:`read_golden`, and :func:`emit_test`.
 """
 
-from backend_spec.check.command import check_command
 from backend_spec.check.emit_test import emit_test
 from backend_spec.check.golden import compare_to_golden, read_golden, write_golden
 from backend_spec.check.results import CheckReport, ModelResult, PatternResult
 from backend_spec.check.run import SQNR_THRESHOLDS, check_pattern, host_engine, run_check
+from backend_spec.cli.check import check_command
 
 __all__ = [
     "SQNR_THRESHOLDS",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from backend_spec.names import BUILTIN_BACKENDS
+from backend_spec.names.vocabulary import BUILTIN_BACKENDS
 
 _TEMPLATE = '''\
 """Regression test of a quantization backend spec against its golden check results.

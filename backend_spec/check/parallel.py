@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from backend_spec.check.results import PatternResult
-from backend_spec.names import BUILTIN_BACKENDS, builtin_backend_config
+from backend_spec.names.vocabulary import BUILTIN_BACKENDS, builtin_backend_config
 
 
 @dataclass(frozen=True)

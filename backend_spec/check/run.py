@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from backend_spec._torch import BackendConfig, DTypeConfig, ObservationType, quiet, torch
+from backend_spec.analysis.qconfigs import PatternQConfig, choose, qconfig_mapping, runs_on
 from backend_spec.check import graphs
 from backend_spec.check.results import CheckReport, ModelResult, PatternResult
 from backend_spec.check.synthesize import SkipPattern, Synthesized, synthesize
-from backend_spec.qconfigs import PatternQConfig, choose, qconfig_mapping, runs_on
 
 with quiet():
     from torch.ao.quantization import QConfigMapping
@@ -400,7 +400,7 @@ def _latency_ms(model: torch.nn.Module, inputs: tuple, repeats: int = 10) -> flo
 
 def pattern_label(config: Any) -> str:
     """A readable pattern name with bespec's aliases (``(nn.Conv2d, nn.ReLU)``)."""
-    from backend_spec.summary import label
+    from backend_spec.cli.render.summary import label
 
     return label(config) if config.pattern is not None else "complex:" + label(config)
 
@@ -468,7 +468,7 @@ def resolve_models(
     models: Sequence[str | tuple[str, ModelFactory]] | None,
 ) -> list[tuple[str, ModelFactory]]:
     """Zoo names, ``module:factory`` strings and ``(name, factory)`` pairs, as pairs."""
-    from backend_spec import zoo
+    from backend_spec.check import zoo
 
     if models is None:
         return list(zoo.MODELS.items())

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend_spec._torch import BackendPatternConfig, quiet, torch
-from backend_spec.qconfigs import pattern_ops
+from backend_spec.analysis.qconfigs import pattern_ops
 
 nn = torch.nn
 F = torch.nn.functional

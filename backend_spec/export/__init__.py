@@ -14,7 +14,7 @@ from backend_spec._torch import BackendConfig, quiet
 from backend_spec.export.document import SpecDocument, build_document
 from backend_spec.export.emit_toml import emit_toml
 from backend_spec.export.emit_yaml import emit_yaml
-from backend_spec.names import BUILTIN_BACKENDS, builtin_backend_config
+from backend_spec.names.vocabulary import BUILTIN_BACKENDS, builtin_backend_config
 
 __all__ = ["SpecDocument", "build_document", "dump", "export_builtin"]
 

@@ -15,7 +15,7 @@ from backend_spec._torch import BackendConfig, BackendPatternConfig, Observation
 from backend_spec.diagnostics import Diagnostic, SpecError, format_key_path
 from backend_spec.export.dtypes import DTypeConfigTable, DTypeDoc
 from backend_spec.export.families import family_of
-from backend_spec.export.naming import object_name, op_name, sequential_class
+from backend_spec.names.naming import object_name, op_name, sequential_class
 
 #: Diagnostic code of an object the exporter cannot name.
 UNNAMEABLE = "BS910"

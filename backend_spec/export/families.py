@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from backend_spec._torch import BackendPatternConfig, ObservationType
-from backend_spec.export.naming import op_name
+from backend_spec.names.naming import op_name
 
 #: Families recognised from the ops' names, first match wins (so ``(nn.Linear,
 #: nn.BatchNorm1d)`` is linear, not batch norm).

@@ -13,10 +13,10 @@ from functools import cached_property
 from typing import Any
 
 from backend_spec import _torch
-from backend_spec.compile import pattern_key
-from backend_spec.models import DTypeConfigModel, PatternModel, SpecModel
-from backend_spec.resolve import Kind, NameProblem, Resolver
-from backend_spec.source import KeyPath, SourceDoc
+from backend_spec.build.compiler import pattern_key
+from backend_spec.names.resolver import Kind, NameProblem, Resolver
+from backend_spec.spec.models import DTypeConfigModel, PatternModel, SpecModel
+from backend_spec.spec.source import KeyPath, SourceDoc
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from functools import cache
 from typing import Any
 
 from backend_spec._torch import torch
-from backend_spec.resolve import is_module_class
+from backend_spec.names.resolver import is_module_class
 
 
 @cache

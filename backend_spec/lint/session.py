@@ -77,7 +77,7 @@ def sarif_rules() -> tuple[dict[str, str], dict[str, dict[str, object]]]:
 
 def render(report: LintReport, fmt: str, color: bool = False) -> str:
     """The report's diagnostics in ``fmt`` (text, json, github or sarif)."""
-    from backend_spec import reporters
+    from backend_spec.cli.render import diagnostics as reporters
 
     if fmt == "sarif":
         texts, metadata = sarif_rules()

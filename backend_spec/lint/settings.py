@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backend_spec.config import tool_settings
+from backend_spec.settings import tool_settings
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ def _token_list(table: dict[str, Any], key: str, source: Path | None) -> tuple[s
 
 def project_settings(spec: Path) -> LintSettings:
     """The ``[tool.bespec.lint]`` settings that apply to ``spec`` (ValueError if malformed)."""
-    from backend_spec.config import nearest_pyproject
+    from backend_spec.settings import nearest_pyproject
 
     folder = spec.parent if spec.suffix else spec
     table = tool_settings(folder).get("lint", {})

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from backend_spec.lint.context import LintContext, Problem
-from backend_spec.lint.describe import entry_label, name_of
+from backend_spec.names.labels import entry_label, name_of
 
 ID = "BS502"
 NAME = "dead-fusion"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from backend_spec.lint.context import LintContext, PatternEntry, Problem
-from backend_spec.lint.describe import entry_label
+from backend_spec.names.labels import entry_label
 
 ID = "BS501"
 NAME = "duplicate-pattern"

@@ -12,7 +12,7 @@ import inspect
 from collections.abc import Iterator
 
 from backend_spec.lint.context import LintContext, Problem
-from backend_spec.resolve import Kind
+from backend_spec.names.resolver import Kind
 
 ID = "BS511"
 NAME = "fuser-arity"

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from backend_spec.lint.context import LintContext, Problem
-from backend_spec.lint.describe import name_of
-from backend_spec.models import SequentialFuser
+from backend_spec.names.labels import name_of
+from backend_spec.spec.models import SequentialFuser
 
 ID = "BS504"
 NAME = "fuser-fused-module-mismatch"

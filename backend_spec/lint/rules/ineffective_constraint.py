@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from backend_spec.dtypes import dtype_range
 from backend_spec.lint.context import LintContext, Problem
-from backend_spec.models import DTypeWithConstraintsModel
+from backend_spec.names.dtypes import dtype_range
+from backend_spec.spec.models import DTypeWithConstraintsModel
 
 ID = "BS508"
 NAME = "ineffective-constraint"

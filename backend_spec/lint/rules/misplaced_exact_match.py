@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from backend_spec.lint.context import DTypeUse, LintContext, PatternEntry, Problem
-from backend_spec.lint.describe import entry_label
 from backend_spec.lint.ops import is_weighted_op
-from backend_spec.models import DTypeWithConstraintsModel
+from backend_spec.names.labels import entry_label
+from backend_spec.spec.models import DTypeWithConstraintsModel
 
 ID = "BS509"
 NAME = "misplaced-exact-match"

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from backend_spec.lint.context import LintContext, Problem
-from backend_spec.lint.describe import name_of
 from backend_spec.lint.ops import is_weighted_module
+from backend_spec.names.labels import name_of
 
 ID = "BS505"
 NAME = "missing-reference-module"

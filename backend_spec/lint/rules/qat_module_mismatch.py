@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from backend_spec.lint.context import LintContext, PatternEntry, Problem
-from backend_spec.lint.describe import name_of
 from backend_spec.lint.ops import float_modules_of, is_module_class, is_quantized_module
+from backend_spec.names.labels import name_of
 
 ID = "BS506"
 NAME = "qat-module-mismatch"

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from backend_spec.lint.context import LintContext, Problem
-from backend_spec.lint.describe import name_of
 from backend_spec.lint.ops import is_quantized_module
-from backend_spec.names import METHOD_PREFIX
-from backend_spec.source import KeyPath
+from backend_spec.names.labels import name_of
+from backend_spec.names.vocabulary import METHOD_PREFIX
+from backend_spec.spec.source import KeyPath
 
 ID = "BS512"
 NAME = "unmatchable-pattern"

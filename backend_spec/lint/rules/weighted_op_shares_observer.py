@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from backend_spec.lint.context import LintContext, Problem
-from backend_spec.lint.describe import entry_label
 from backend_spec.lint.ops import is_weighted_op
+from backend_spec.names.labels import entry_label
 
 ID = "BS510"
 NAME = "weighted-op-shares-observer"

@@ -31,19 +31,19 @@ _QUANTIZED_COLUMNS = (
 
 
 def _name(obj: Any) -> str:
-    from backend_spec.compare import label
+    from backend_spec.analysis.compare import label
 
     return "" if obj is None else label(obj)
 
 
 def _pattern(config: Any) -> str:
-    from backend_spec.summary import label
+    from backend_spec.cli.render.summary import label
 
     return label(config)
 
 
 def _fuser(config: Any) -> str:
-    from backend_spec.fusers import sequential_class
+    from backend_spec.names.fusers import sequential_class
 
     built = sequential_class(config.fuser_method)
     return f"sequential {_name(built)}" if built is not None else _name(config.fuser_method)
@@ -114,8 +114,8 @@ def _count(n: int, noun: str) -> str:
 
 def backend_markdown(backend_config: Any, source: str = "") -> str:
     """The Markdown page of a BackendConfig (``source`` names where it came from)."""
+    from backend_spec.cli.render.summary import counts
     from backend_spec.export.families import family_of
-    from backend_spec.summary import counts
 
     configs = list(backend_config.configs)
     n = counts(backend_config)

@@ -19,7 +19,7 @@ from enum import Enum
 from types import ModuleType
 from typing import Any
 
-from backend_spec.names import (
+from backend_spec.names.vocabulary import (
     ALIASES,
     BARE_FUNCTION_MODULES,
     DEFAULT_ROOTS,

@@ -21,7 +21,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from backend_spec.dtypes import dtype_range
+from backend_spec.names.dtypes import dtype_range
 
 #: ``DTypeWithConstraints`` fields other than ``dtype``, in the order a spec lists them.
 CONSTRAINT_FIELDS: tuple[str, ...] = (
@@ -137,7 +137,7 @@ class DTypeWithConstraintsModel(_Strict):
 
 
 def check_dtype_name(value: str) -> str:
-    from backend_spec.dtypes import dtype_names
+    from backend_spec.names.dtypes import dtype_names
 
     if value not in dtype_names():
         raise PydanticCustomError(

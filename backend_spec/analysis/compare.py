@@ -23,8 +23,8 @@ from typing import Any
 
 from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig
 from backend_spec.export.document import describe_object
-from backend_spec.export.naming import object_name, op_name, sequential_class
-from backend_spec.models import CONSTRAINT_FIELDS
+from backend_spec.names.naming import object_name, op_name, sequential_class
+from backend_spec.spec.models import CONSTRAINT_FIELDS
 
 __all__ = [
     "Difference",

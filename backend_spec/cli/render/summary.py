@@ -8,8 +8,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from backend_spec.compile import Compiled, pattern_key
-from backend_spec.console import make_console
+from backend_spec.build.compiler import Compiled, pattern_key
+from backend_spec.cli.render.console import make_console
 
 
 def _console() -> Console:
@@ -49,7 +49,7 @@ def print_summary(backend_config: Any, spec: Path) -> None:
 
 
 def _short(obj: Any) -> str:
-    from backend_spec.compare import label as object_label
+    from backend_spec.analysis.compare import label as object_label
 
     return "" if obj is None else object_label(obj)
 

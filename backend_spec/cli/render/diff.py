@@ -1,8 +1,8 @@
 """``bespec diff A B``: what changed between two backends (spec files or built-in names).
 
-The comparison itself is :func:`backend_spec.compare.diff` (canonical descriptions, identity of
-classes and functions, sequential fusers by the class they build); this module only loads the
-two sides and lays the differences out for people (grouped by pattern) and for tools (JSON).
+The comparison itself is :func:`backend_spec.analysis.compare.diff` (canonical descriptions,
+identity of classes and functions, sequential fusers by the class they build); this module only
+lays the differences out for people (grouped by pattern) and for tools (JSON).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from backend_spec.compare import Difference, diff
-from backend_spec.names import BUILTIN_BACKENDS, builtin_backend_config
+from backend_spec.analysis.compare import Difference, diff
+from backend_spec.names.vocabulary import BUILTIN_BACKENDS, builtin_backend_config
 
 __all__ = ["diff_refs", "load_backend", "render_json", "render_text"]
 
@@ -27,7 +27,7 @@ def load_backend(ref: str, allow_imports: Iterable[str] = ()) -> Any:
     """
     path = Path(ref)
     if path.is_file():
-        from backend_spec.loader import compile_file
+        from backend_spec.build.loader import compile_file
 
         return compile_file(path, allow_imports).backend_config
     if ref in BUILTIN_BACKENDS:
@@ -46,9 +46,9 @@ def diff_refs(a: str, b: str, allow_imports: Iterable[str] = ()) -> list[Differe
 
 def _forward_labels(backend_config: Any) -> dict[str, str]:
     """compare's pattern labels (torch's reversed key order) -> the forward order a spec uses."""
-    from backend_spec.compare import pattern_key_label
-    from backend_spec.compile import pattern_key
-    from backend_spec.summary import label
+    from backend_spec.analysis.compare import pattern_key_label
+    from backend_spec.build.compiler import pattern_key
+    from backend_spec.cli.render.summary import label
 
     return {pattern_key_label(pattern_key(c)): label(c) for c in backend_config.configs}
 

@@ -44,8 +44,8 @@ class TutorialModel(torch.nn.Module):
 
 
 def tutorial_model() -> tuple[torch.nn.Module, tuple[Any, ...]]:
-    """A ``--model`` factory: the tutorial's model and example input
-    (``bespec explain specs/tutorial.yaml --model backend_spec.explain:tutorial_model``)."""
+    """A ``--model`` factory: the tutorial's model and example input (``bespec explain
+    specs/tutorial.yaml --model backend_spec.analysis.explain:tutorial_model``)."""
     torch.manual_seed(0)
     return TutorialModel().eval(), (torch.rand(1, 3, 10, 10),)
 
@@ -222,7 +222,7 @@ class _Traced:
             )
 
     def op_label(self, node: Any) -> str:
-        from backend_spec.compare import label
+        from backend_spec.analysis.compare import label
 
         if node.op == "call_module":
             return f"{node.target}: {label(type(self.modules[node.target]))}"
@@ -288,8 +288,8 @@ class _Traced:
 
 
 def _pattern_label(config: Any, pattern: Any) -> str:
-    from backend_spec.compare import pattern_key_label
-    from backend_spec.summary import label
+    from backend_spec.analysis.compare import pattern_key_label
+    from backend_spec.cli.render.summary import label
 
     return label(config) if config is not None else pattern_key_label(pattern)
 
@@ -516,7 +516,7 @@ def explain_compiled(
 ) -> Explanation:
     """:func:`explain` for a loader ``Compiled``: the spec's own patterns are those whose
     origin is a file rather than a built-in base (``torch:NAME``)."""
-    from backend_spec.compile import pattern_key
+    from backend_spec.build.compiler import pattern_key
 
     def own(config: Any) -> bool:
         origin = compiled.origins.get(pattern_key(config))

@@ -1,7 +1,7 @@
 """Stage 2 runner: plain data -> :class:`SpecModel`, or diagnostics at the right line and column.
 
 pydantic reports errors by location tuple; this module maps each to the source position kept
-by :mod:`backend_spec.source`, gives it a stable code, and adds a "did you mean" hint.
+by :mod:`backend_spec.spec.source`, gives it a stable code, and adds a "did you mean" hint.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from backend_spec.diagnostics import Diagnostic, format_key_path
-from backend_spec.models import (
+from backend_spec.spec.models import (
     OBSERVATION_TYPES,
     DTypeConfigModel,
     DTypeWithConstraintsModel,
@@ -20,7 +20,7 @@ from backend_spec.models import (
     SequentialFuser,
     SpecModel,
 )
-from backend_spec.source import KeyPath, SourceDoc
+from backend_spec.spec.source import KeyPath, SourceDoc
 
 _DTYPE_KEYS = ("input_dtype", "output_dtype", "weight_dtype", "bias_dtype")
 _TYPE_NAMES = {
@@ -178,7 +178,7 @@ def _type_hint(path: KeyPath) -> str:
 
 def _custom_hint(code: str, ctx: dict[str, Any]) -> str:
     if code == "BS213":
-        from backend_spec.dtypes import dtype_names
+        from backend_spec.names.dtypes import dtype_names
 
         match = difflib.get_close_matches(str(ctx.get("value")), sorted(dtype_names()), n=2)
         return ("did you mean " + " or ".join(f"'{m}'" for m in match) + "?") if match else ""

@@ -9,14 +9,14 @@ from backend_spec.lint.context import PatternEntry
 
 def name_of(obj: Any) -> str:
     """A class or function as a spec writes it (``nn.Conv2d``)."""
-    from backend_spec.compare import label
+    from backend_spec.analysis.compare import label
 
     return label(obj)
 
 
 def entry_label(entry: PatternEntry) -> str:
     """The pattern of an entry as a spec writes it: ``nn.Linear`` or ``(nn.Conv2d, nn.ReLU)``."""
-    from backend_spec.compare import pattern_key_label
+    from backend_spec.analysis.compare import pattern_key_label
     from backend_spec.export.document import pattern_label
 
     if entry.ops is not None:

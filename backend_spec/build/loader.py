@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from backend_spec import _torch
-from backend_spec.compile import Compiled, Compiler, Origin, pattern_key
+from backend_spec.build.compiler import Compiled, Compiler, Origin, pattern_key
 from backend_spec.diagnostics import Diagnostic, SpecError
-from backend_spec.models import SpecModel
-from backend_spec.names import BUILTIN_BACKENDS, builtin_backend_config
-from backend_spec.resolve import Resolver
-from backend_spec.source import SourceDoc, decode, format_for, parse
-from backend_spec.validate import validate
+from backend_spec.names.resolver import Resolver
+from backend_spec.names.vocabulary import BUILTIN_BACKENDS, builtin_backend_config
+from backend_spec.spec.models import SpecModel
+from backend_spec.spec.source import SourceDoc, decode, format_for, parse
+from backend_spec.spec.validate import validate
 
 MAX_EXTENDS_DEPTH = 16
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backend_spec.models import (
+from backend_spec.spec.models import (
     DTypeConfigModel,
     DTypeWithConstraintsModel,
     PatternModel,
@@ -149,7 +149,7 @@ def _check_same_data(before: str, after: str) -> None:
 def format_path(path: Path, check: bool = False) -> Outcome:
     """Format one spec file in place (atomically), or with ``check`` only tell if it would
     change. TOML files are skipped with :data:`TOML_NOTE`."""
-    from backend_spec.atomic import write_atomic
+    from backend_spec.files import write_atomic
 
     if path.suffix.lower() == ".toml":
         return Outcome(path, False, TOML_NOTE)

@@ -15,9 +15,10 @@ from typing import Any
 
 from backend_spec import _torch
 from backend_spec.diagnostics import Diagnostic
-from backend_spec.dtypes import to_dtype
-from backend_spec.fusers import sequential_fuser
-from backend_spec.models import (
+from backend_spec.names.dtypes import to_dtype
+from backend_spec.names.fusers import sequential_fuser
+from backend_spec.names.resolver import Kind, NameProblem, Resolver
+from backend_spec.spec.models import (
     CONSTRAINT_FIELDS,
     DTypeConfigModel,
     DTypeWithConstraintsModel,
@@ -25,8 +26,7 @@ from backend_spec.models import (
     SequentialFuser,
     SpecModel,
 )
-from backend_spec.resolve import Kind, NameProblem, Resolver
-from backend_spec.source import KeyPath, SourceDoc
+from backend_spec.spec.source import KeyPath, SourceDoc
 
 _MODULE_FIELDS = ("root_module", "qat_module", "reference_quantized_module", "fused_module")
 _SETTERS = {

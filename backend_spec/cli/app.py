@@ -45,7 +45,7 @@ def existing(path: Path) -> Path:
 
 def report_errors(error: SpecError) -> typer.Exit:
     """Print a SpecError's diagnostics to stderr; exit 1."""
-    from backend_spec.reporters import render_text
+    from backend_spec.cli.render.diagnostics import render_text
 
     sys.stderr.write(render_text(error.diagnostics, color=sys.stderr.isatty()))
     count = len(error.diagnostics)
@@ -55,8 +55,8 @@ def report_errors(error: SpecError) -> typer.Exit:
 
 def compile_spec(spec: Path, allow_import: list[str] | None):
     """Compile a spec file with its effective allow-list; SpecError reported as exit 1."""
-    from backend_spec.config import allow_imports_for
-    from backend_spec.loader import compile_file
+    from backend_spec.build.loader import compile_file
+    from backend_spec.settings import allow_imports_for
 
     try:
         return compile_file(existing(spec), allow_imports_for(spec, allow_import))
@@ -85,13 +85,13 @@ def compile_command(
     ] = None,
 ) -> None:
     """Validate and compile SPEC; print what it holds."""
-    from backend_spec.summary import print_summary
+    from backend_spec.cli.render.summary import print_summary
 
     compiled = compile_spec(spec, allow_import)
     print_summary(compiled.backend_config, spec)
     if output is not None:
-        from backend_spec.atomic import write_atomic
-        from backend_spec.codegen import generate_module
+        from backend_spec.export.python import generate_module
+        from backend_spec.files import write_atomic
 
         try:
             text = generate_module(compiled.backend_config, source=str(spec))
@@ -108,7 +108,7 @@ def write_emitted_test(
 ) -> None:
     """The regression test bespec emits beside the BackendConfig, for the user's own CI."""
     from backend_spec.check import emit_test
-    from backend_spec.config import allow_imports_for
+    from backend_spec.settings import allow_imports_for
 
     golden = golden or test_path.with_suffix(".golden.json")
     emit_test(spec, golden, test_path, allow_imports=allow_imports_for(spec, allow_import))
@@ -120,7 +120,7 @@ def write_emitted_test(
 @app.command("show")
 def show_command(spec: SpecArg, allow_import: AllowImport = None) -> None:
     """Print the resolved pattern table of SPEC, with where each entry came from."""
-    from backend_spec.summary import print_pattern_table
+    from backend_spec.cli.render.summary import print_pattern_table
 
     compiled = compile_spec(spec, allow_import)
     print_pattern_table(compiled)
@@ -131,7 +131,7 @@ def schema_command() -> None:
     """Print the JSON Schema of the spec format."""
     import json
 
-    from backend_spec.models import json_schema
+    from backend_spec.spec.models import json_schema
 
     typer.echo(json.dumps(json_schema(), indent=2))
 
@@ -164,7 +164,7 @@ def export_command(
     if output is None:
         sys.stdout.write(text)
     else:
-        from backend_spec.atomic import write_atomic
+        from backend_spec.files import write_atomic
 
         write_atomic(output, text)
         typer.echo(f"wrote {output}", err=True)
@@ -188,9 +188,9 @@ def lint_command(
     allow_import: AllowImport = None,
 ) -> None:
     """Report every problem of each SPEC: loader errors and semantic rules (docs/rules.md)."""
-    from backend_spec.config import allow_imports_for
+    from backend_spec.cli.render.diagnostics import FORMATS
     from backend_spec.lint.session import lint_files, render
-    from backend_spec.reporters import FORMATS
+    from backend_spec.settings import allow_imports_for
 
     if fmt not in FORMATS:
         raise fail_usage(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
@@ -230,7 +230,7 @@ def check_cli(
 ) -> None:
     """Quantize a minimal model per pattern, and the reference models, on the host CPU."""
     from backend_spec.check import check_command
-    from backend_spec.config import allow_imports_for
+    from backend_spec.settings import allow_imports_for
 
     allowed = allow_imports_for(Path(spec), allow_import)
     code = check_command(
@@ -268,7 +268,7 @@ def explain_command(
     """Explain, node by node, what SPEC quantizes in a model and why nodes are skipped."""
     import json
 
-    from backend_spec import explain
+    from backend_spec.analysis import explain
 
     if fmt not in ("text", "json"):
         raise fail_usage(f"--format must be text or json, not {fmt!r}")
@@ -299,7 +299,7 @@ def diff_command(
     allow_import: AllowImport = None,
 ) -> None:
     """Show the patterns added, removed and changed from A to B (exit 1 when they differ)."""
-    from backend_spec import diffing
+    from backend_spec.cli.render import diff as diffing
 
     if fmt not in ("text", "json"):
         raise fail_usage(f"--format must be text or json, not {fmt!r}")
@@ -328,7 +328,7 @@ def fmt_command(
     ] = False,
 ) -> None:
     """Rewrite YAML specs in the canonical key order and layout, comments kept."""
-    from backend_spec.fmt import FormatError, format_path
+    from backend_spec.spec.fmt import FormatError, format_path
 
     failed = False
     for spec in specs:
@@ -356,8 +356,8 @@ def docs_command(
     allow_import: AllowImport = None,
 ) -> None:
     """Print a Markdown table of what a backend supports."""
-    from backend_spec.diffing import load_backend
-    from backend_spec.docs import backend_markdown
+    from backend_spec.cli.render.diff import load_backend
+    from backend_spec.cli.render.docs import backend_markdown
 
     try:
         config = load_backend(spec, allow_import or ())
@@ -369,7 +369,7 @@ def docs_command(
     if output is None:
         sys.stdout.write(text)
     else:
-        from backend_spec.atomic import write_atomic
+        from backend_spec.files import write_atomic
 
         write_atomic(output, text)
         typer.echo(f"wrote {output}", err=True)

@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from rich.console import Console
 
 from backend_spec.check import golden as golden_files
-from backend_spec.check.report import print_text, progress_bar, to_json_text
 from backend_spec.check.run import resolve_models, run_check
-from backend_spec.console import make_console
+from backend_spec.cli.render.check import print_text, progress_bar, to_json_text
+from backend_spec.cli.render.console import make_console
 from backend_spec.diagnostics import SpecError
-from backend_spec.names import BUILTIN_BACKENDS
+from backend_spec.names.vocabulary import BUILTIN_BACKENDS
 
 
 def check_command(
@@ -80,7 +80,7 @@ def _misuse(spec: str, fmt: str, golden: str | None, update_golden: bool) -> str
 
 
 def _zoo_names() -> list[str]:
-    from backend_spec import zoo
+    from backend_spec.check import zoo
 
     return list(zoo.MODELS)
 

@@ -11,7 +11,12 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from backend_spec.names import ALIASES, BARE_FUNCTION_MODULES, METHOD_PREFIX, SPECIAL_NAMES
+from backend_spec.names.vocabulary import (
+    ALIASES,
+    BARE_FUNCTION_MODULES,
+    METHOD_PREFIX,
+    SPECIAL_NAMES,
+)
 
 _INDENT = "    "
 

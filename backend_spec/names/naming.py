@@ -16,16 +16,16 @@ import types
 from typing import Any
 
 from backend_spec._torch import torch
-from backend_spec.dtypes import dtype_names, to_dtype
-from backend_spec.fusers import sequential_class
-from backend_spec.names import (
+from backend_spec.names.dtypes import dtype_names, to_dtype
+from backend_spec.names.fusers import sequential_class
+from backend_spec.names.resolver import NameProblem, Resolver
+from backend_spec.names.vocabulary import (
     ALIASES,
     DEFAULT_ROOTS,
     METHOD_PREFIX,
     ROOT_MODULE_ALIASES,
     SPECIAL_NAMES,
 )
-from backend_spec.resolve import NameProblem, Resolver
 
 __all__ = ["dtype_name", "object_name", "op_name", "resolve_name", "sequential_class"]
 
