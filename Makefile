@@ -6,7 +6,7 @@ BESPEC := $(VENV)/bin/bespec
 STAMP  := $(VENV)/.installed
 BUILTINS := native fbgemm qnnpack x86 onednn executorch tensorrt
 
-.PHONY: demo test lint fmt specs schema bench clean
+.PHONY: demo test lint fmt specs schema docs bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,9 @@ fmt: $(STAMP)
 
 schema: $(STAMP)
 	$(BESPEC) schema > schemas/backend-spec.schema.json
+
+docs: $(STAMP)
+	$(PY) -m backend_spec.cli.render.reference docs
 
 specs: $(STAMP)
 	for n in $(BUILTINS); do $(BESPEC) export $$n -o specs/$$n.yaml || exit 1; done

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend_spec import _torch
+from backend_spec import _torch, codes
 from backend_spec.diagnostics import Diagnostic
 from backend_spec.names.dtypes import to_dtype
 from backend_spec.names.fusers import sequential_fuser
@@ -116,7 +116,9 @@ class Compiler:
                     if match
                     else ("define it under the top-level dtype_configs")
                 )
-                self.problem(path, "BS401", f"no dtype config named '{name}'", hint)
+                self.problem(
+                    path, codes.UNKNOWN_DTYPE_CONFIG, f"no dtype config named '{name}'", hint
+                )
                 return None
             self._named_dtype_configs[name] = self.dtype_config(model)
         return self._named_dtype_configs[name]
@@ -129,7 +131,9 @@ class Compiler:
             return self.name(path, value, kind)
         if isinstance(value, list) and value:
             return tuple(self.ops((*path, i), item, kind) for i, item in enumerate(value))
-        self.problem(path, "BS203", "a pattern must be an op name or a non-empty list of them")
+        self.problem(
+            path, codes.BAD_PATTERN, "a pattern must be an op name or a non-empty list of them"
+        )
         return None
 
     def fuser(self, path: KeyPath, value: str | SequentialFuser, arity: int) -> Callable | None:

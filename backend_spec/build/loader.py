@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from backend_spec import _torch
+from backend_spec import _torch, codes
 from backend_spec.build.compiler import Compiled, Compiler, Origin, pattern_key
 from backend_spec.diagnostics import Diagnostic, SpecError
 from backend_spec.names.resolver import Resolver
@@ -71,7 +71,7 @@ def _guarded(build: Any) -> Compiled:
     except SpecError:
         raise
     except RecursionError:
-        raise SpecError([Diagnostic("<spec>", 0, 0, "BS104", "nesting too deep")]) from None
+        raise SpecError([Diagnostic("<spec>", 0, 0, codes.TOO_DEEP, "nesting too deep")]) from None
     except Exception as exc:  # a bug or a torch error on strange input: still a SpecError
         raise SpecError(
             [
@@ -79,7 +79,7 @@ def _guarded(build: Any) -> Compiled:
                     "<spec>",
                     0,
                     0,
-                    "BS900",
+                    codes.INTERNAL,
                     f"internal error while loading: {type(exc).__name__}: {exc}",
                     "please report this with the spec that caused it",
                 )
@@ -97,13 +97,13 @@ def read_source(path: Path, fmt: str | None = None) -> SourceDoc:
         fmt = format_for(path, fmt)
     except ValueError as exc:
         raise SpecError(
-            [Diagnostic(file, 0, 0, "BS100", str(exc), "use .yaml, .yml or .toml")]
+            [Diagnostic(file, 0, 0, codes.UNREADABLE, str(exc), "use .yaml, .yml or .toml")]
         ) from None
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise SpecError(
-            [Diagnostic(file, 0, 0, "BS100", f"cannot read: {exc.strerror or exc}")]
+            [Diagnostic(file, 0, 0, codes.UNREADABLE, f"cannot read: {exc.strerror or exc}")]
         ) from None
     return parse(decode(raw, file), file, fmt)
 
@@ -131,7 +131,10 @@ def _compile_doc(
     base = _base(doc, spec, resolver, base_dir, chain, compiler.diagnostics)
     if spec.remove and not spec.extends:
         compiler.problem(
-            ("remove",), "BS403", "'remove' needs 'extends'", "name a base to remove patterns from"
+            ("remove",),
+            codes.REMOVE_WITHOUT_EXTENDS,
+            "'remove' needs 'extends'",
+            "name a base to remove patterns from",
         )
     if compiler.diagnostics:
         raise SpecError(compiler.diagnostics)
@@ -167,7 +170,7 @@ def _remove(
             out.append(
                 doc.diagnostic(
                     path,
-                    "BS404",
+                    codes.REMOVE_UNKNOWN,
                     "this pattern is not among the base's patterns",
                     "check the spelling; `bespec show` lists what the base has",
                 )
@@ -193,11 +196,13 @@ def _base(
     path = (base_dir / spec.extends).resolve()
     if path in chain:
         cycle = " -> ".join(p.name for p in (*chain, path))
-        out.append(doc.diagnostic(where, "BS402", f"'extends' makes a cycle: {cycle}"))
+        out.append(doc.diagnostic(where, codes.BAD_EXTENDS, f"'extends' makes a cycle: {cycle}"))
         return None
     if len(chain) >= MAX_EXTENDS_DEPTH:
         out.append(
-            doc.diagnostic(where, "BS402", f"'extends' chain deeper than {MAX_EXTENDS_DEPTH}")
+            doc.diagnostic(
+                where, codes.BAD_EXTENDS, f"'extends' chain deeper than {MAX_EXTENDS_DEPTH}"
+            )
         )
         return None
     if not path.is_file():
@@ -205,7 +210,7 @@ def _base(
         out.append(
             doc.diagnostic(
                 where,
-                "BS402",
+                codes.BAD_EXTENDS,
                 f"base '{spec.extends}' is neither a built-in backend nor a file",
                 f"built-ins: {builtins}; a path is relative to this spec file",
             )
@@ -215,5 +220,5 @@ def _base(
         return _compile_path(path, resolver, chain)
     except SpecError as exc:
         out.extend(exc.diagnostics)
-        out.append(doc.diagnostic(where, "BS402", f"base '{spec.extends}' has errors"))
+        out.append(doc.diagnostic(where, codes.BAD_EXTENDS, f"base '{spec.extends}' has errors"))
         return None

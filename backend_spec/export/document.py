@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from backend_spec import codes
 from backend_spec._torch import BackendConfig, BackendPatternConfig, ObservationType
 from backend_spec.diagnostics import Diagnostic, SpecError, format_key_path
 from backend_spec.export.dtypes import DTypeConfigTable, DTypeDoc
@@ -18,9 +19,9 @@ from backend_spec.export.families import family_of
 from backend_spec.names.naming import object_name, op_name, sequential_class
 
 #: Diagnostic code of an object the exporter cannot name.
-UNNAMEABLE = "BS910"
+UNNAMEABLE = codes.UNNAMEABLE
 #: Diagnostic code of a value the spec format cannot express (constraints without a dtype).
-UNWRITABLE = "BS911"
+UNWRITABLE = codes.UNWRITABLE
 
 _DEFAULT_OBSERVATION = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
 

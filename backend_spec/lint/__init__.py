@@ -1,7 +1,8 @@
 """``bespec lint``: the loader's own checks plus semantic rules on a spec that loads.
 
-Layout (like yamllint): :mod:`.rules` holds one module per rule, each with a stable ``ID``, a
-``NAME`` slug, a ``SEVERITY`` and a ``check(context)`` generator; :mod:`.registry` finds them
+Layout (like yamllint): :mod:`.rules` holds one module per rule, each with its ``CODE`` from
+:mod:`backend_spec.codes` (id, slug, severity, summary), a docstring and a ``check(context)``
+generator; :mod:`.registry` finds them
 and selects them (``--select``/``--ignore``); :mod:`.context` is what a rule sees;
 :mod:`.runner` lints files and :mod:`.settings` reads ``[tool.bespec.lint]``.
 """

@@ -1,9 +1,9 @@
 """The rule registry: every module of :mod:`backend_spec.lint.rules` is one rule.
 
-A rule module defines ``ID`` (``BS5xx``, stable: users put it in ``--ignore`` and in their
-pyproject), ``NAME`` (a slug), ``SEVERITY`` (``"error"`` or ``"warning"``), a docstring whose
-first line is the rule's one-line summary, and ``check(context)`` yielding
-:class:`~backend_spec.lint.context.Problem`.
+A rule module defines ``CODE`` (its entry in :mod:`backend_spec.codes`, which holds the stable
+id users put in ``--ignore``, the slug, the severity and the one-line summary), a docstring that
+explains the rule at length (``docs/rules.md`` is generated from both), and ``check(context)``
+yielding :class:`~backend_spec.lint.context.Problem`.
 """
 
 from __future__ import annotations
@@ -46,14 +46,13 @@ class Rule:
 
 
 def _rule_of(module: ModuleType) -> Rule:
-    doc = (module.__doc__ or "").strip()
-    summary, _, rest = doc.partition("\n")
+    code = module.CODE
     return Rule(
-        id=module.ID,
-        name=module.NAME,
-        severity=Severity(module.SEVERITY),
-        summary=summary.strip(),
-        doc=rest.strip(),
+        id=code.id,
+        name=code.slug,
+        severity=code.severity,
+        summary=code.summary,
+        doc=(module.__doc__ or "").strip(),
         check=module.check,
     )
 

@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Iterable
 from pathlib import Path
 
-from backend_spec import _torch
+from backend_spec import _torch, codes
 from backend_spec.build.loader import compile_file, read_source
 from backend_spec.diagnostics import Diagnostic, SpecError
 from backend_spec.lint.context import LintContext, Problem
@@ -20,7 +20,7 @@ from backend_spec.names.resolver import Resolver
 from backend_spec.spec.validate import validate
 
 #: Code of a rule that failed on unexpected input (a bug in bespec, reported like a problem).
-RULE_CRASHED = "BS599"
+RULE_CRASHED = codes.RULE_CRASHED
 
 
 def lint_path(

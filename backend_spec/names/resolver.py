@@ -19,6 +19,7 @@ from enum import Enum
 from types import ModuleType
 from typing import Any
 
+from backend_spec import codes
 from backend_spec.names.vocabulary import (
     ALIASES,
     BARE_FUNCTION_MODULES,
@@ -109,19 +110,21 @@ class Resolver:
         if name.startswith(METHOD_PREFIX):
             method = name[len(METHOD_PREFIX) :]
             if not _is_identifier(method):
-                raise NameProblem("BS301", f"'{name}' is not a valid method name")
+                raise NameProblem(codes.INVALID_NAME, f"'{name}' is not a valid method name")
             return MethodName(method)
         name = SPECIAL_NAMES.get(name, name)
         parts = name.split(".")
         if not all(_is_identifier(part) for part in parts):
             raise NameProblem(
-                "BS301",
+                codes.INVALID_NAME,
                 f"'{name}' is not a valid dotted name",
                 "write a name such as nn.Conv2d, F.relu or torch.nn.modules.conv.Conv2d",
             )
         if any(part.startswith("__") for part in parts):
             raise NameProblem(
-                "BS301", f"'{name}' uses a dunder attribute", "name a module, class or function"
+                codes.INVALID_NAME,
+                f"'{name}' uses a dunder attribute",
+                "name a module, class or function",
             )
         if len(parts) == 1:
             return self._bare(name)
@@ -141,7 +144,7 @@ class Resolver:
         hint = _suggest(name, [*namespace, *SPECIAL_NAMES]) or (
             "qualify the name with a module alias (nn., F., nni., torch., operator.)"
         )
-        raise NameProblem("BS300", f"unknown name '{name}'", hint)
+        raise NameProblem(codes.UNKNOWN_NAME, f"unknown name '{name}'", hint)
 
     def _start(self, parts: list[str]) -> tuple[Any, list[str], str]:
         """The module a dotted name starts from, the parts left to walk, and its shown prefix."""
@@ -157,12 +160,12 @@ class Resolver:
                     module = importlib.import_module(allowed)
                 except ImportError as exc:
                     raise NameProblem(
-                        "BS304", f"allowed module '{allowed}' cannot be imported: {exc}"
+                        codes.IMPORT_FAILED, f"allowed module '{allowed}' cannot be imported: {exc}"
                     ) from None
                 return module, parts[len(allowed_parts) :], allowed
         roots = ", ".join([*DEFAULT_ROOTS, *self.allowed])
         raise NameProblem(
-            "BS302",
+            codes.OUTSIDE_ROOTS,
             f"'{'.'.join(parts)}' is outside the allowed roots ({roots})",
             _suggest(head, [*ALIASES, *self.allowed])
             or "add its module with --allow-import / allow_imports if you trust it",
@@ -174,7 +177,7 @@ class Resolver:
             shown = f"{shown}.{part}"
             if isinstance(obj, ModuleType) and not self._inside_roots(obj.__name__):
                 raise NameProblem(
-                    "BS302",
+                    codes.OUTSIDE_ROOTS,
                     f"'{shown}' reaches module '{obj.__name__}', outside the allowed roots",
                     "only names inside torch, operator and allowed modules can be used",
                 )
@@ -195,24 +198,28 @@ class Resolver:
                 except ModuleNotFoundError:
                     pass
             raise NameProblem(
-                "BS300", f"unknown name '{shown}.{part}'", _suggest(part, namespace, f"{shown}.")
+                codes.UNKNOWN_NAME,
+                f"unknown name '{shown}.{part}'",
+                _suggest(part, namespace, f"{shown}."),
             )
         if isinstance(obj, type):
             try:
                 return inspect.getattr_static(obj, part)
             except AttributeError:
                 raise NameProblem(
-                    "BS300",
+                    codes.UNKNOWN_NAME,
                     f"unknown name '{shown}.{part}'",
                     _suggest(part, dir(obj), f"{shown}."),
                 ) from None
-        raise NameProblem("BS301", f"'{shown}' is not a module or class; cannot look up '{part}'")
+        raise NameProblem(
+            codes.INVALID_NAME, f"'{shown}' is not a module or class; cannot look up '{part}'"
+        )
 
     def _check_defined_inside(self, obj: Any, shown: str) -> None:
         module_name = getattr(obj, "__module__", None) if not isinstance(obj, ModuleType) else None
         if isinstance(module_name, str) and not self._inside_roots(module_name):
             raise NameProblem(
-                "BS302",
+                codes.OUTSIDE_ROOTS,
                 f"'{shown}' is defined in module '{module_name}', outside the allowed roots",
                 "only objects of torch, operator and allowed modules can be used",
             )
@@ -224,7 +231,7 @@ class Resolver:
         obj = self.lookup(name)
         problem = _kind_problem(obj, kind)
         if problem:
-            raise NameProblem("BS303", f"'{name}' is {describe(obj)}; {problem}")
+            raise NameProblem(codes.WRONG_KIND, f"'{name}' is {describe(obj)}; {problem}")
         return str(obj) if isinstance(obj, MethodName) else obj
 
 

@@ -21,6 +21,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from backend_spec import codes
 from backend_spec.names.dtypes import dtype_range
 
 #: ``DTypeWithConstraints`` fields other than ``dtype``, in the order a spec lists them.
@@ -89,7 +90,7 @@ class DTypeWithConstraintsModel(_Strict):
         low, high = self.quant_min_lower_bound, self.quant_max_upper_bound
         if low is not None and high is not None and low > high:
             raise PydanticCustomError(
-                "BS210",
+                codes.INVERTED_BOUNDS,
                 "quant_min_lower_bound {low} is above quant_max_upper_bound {high}",
                 {"low": low, "high": high},
             )
@@ -101,11 +102,13 @@ class DTypeWithConstraintsModel(_Strict):
         ):
             if value is not None and not value > 0:
                 raise PydanticCustomError(
-                    "BS211", "{label} must be > 0, got {value}", {"label": label, "value": value}
+                    codes.NONPOSITIVE_SCALE,
+                    "{label} must be > 0, got {value}",
+                    {"label": label, "value": value},
                 )
         if smin is not None and smax is not None and smin > smax:
             raise PydanticCustomError(
-                "BS210",
+                codes.INVERTED_BOUNDS,
                 "scale_min_lower_bound {low} is above scale_max_upper_bound {high}",
                 {"low": smin, "high": smax},
             )
@@ -124,7 +127,7 @@ class DTypeWithConstraintsModel(_Strict):
         ):
             if value is not None and not lowest <= value <= highest:
                 raise PydanticCustomError(
-                    "BS212",
+                    codes.OUT_OF_RANGE,
                     "{label} {value} is outside the range of {dtype} [{lowest}, {highest}]",
                     {
                         "label": label,
@@ -141,7 +144,7 @@ def check_dtype_name(value: str) -> str:
 
     if value not in dtype_names():
         raise PydanticCustomError(
-            "BS213", "unknown dtype '{value}'", {"value": value, "namespace": "dtype"}
+            codes.UNKNOWN_DTYPE, "unknown dtype '{value}'", {"value": value, "namespace": "dtype"}
         )
     return value
 
@@ -177,7 +180,9 @@ class DTypeConfigModel(_Strict):
         bias = self.bias_dtype
         if isinstance(bias, DTypeWithConstraintsModel) and bias.model_fields_set - {"dtype"}:
             raise PydanticCustomError(
-                "BS214", "bias_dtype takes a dtype only; torch has no bias constraints", {}
+                codes.BIAS_CONSTRAINTS,
+                "bias_dtype takes a dtype only; torch has no bias constraints",
+                {},
             )
         return self
 
@@ -280,7 +285,7 @@ class PatternModel(_Strict):
         has_complex = self.pattern_complex_format is not None
         if has_simple == has_complex:
             raise PydanticCustomError(
-                "BS220",
+                codes.ONE_PATTERN_FORM,
                 "exactly one of 'pattern' and 'pattern_complex_format' is required"
                 + (", not both" if has_simple else ""),
                 {},
@@ -292,7 +297,7 @@ def check_observation_type(value: str) -> str:
     lowered = value.lower()
     if lowered not in OBSERVATION_TYPES:
         raise PydanticCustomError(
-            "BS215",
+            codes.UNKNOWN_OBSERVATION_TYPE,
             "unknown observation type '{value}'",
             {"value": value, "choices": OBSERVATION_TYPES},
         )

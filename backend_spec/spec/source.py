@@ -30,6 +30,7 @@ from ruamel.yaml.events import (
 )
 from ruamel.yaml.reader import ReaderError
 
+from backend_spec import codes
 from backend_spec.diagnostics import Diagnostic, SpecError
 
 if sys.version_info >= (3, 11):
@@ -95,7 +96,15 @@ def decode(raw: bytes, file: str) -> str:
     """UTF-8 (with or without BOM) or a SpecError pointing at the first bad byte."""
     if len(raw) > MAX_BYTES:
         raise SpecError(
-            [Diagnostic(file, 1, 1, "BS105", f"file is {len(raw)} bytes; the limit is {MAX_BYTES}")]
+            [
+                Diagnostic(
+                    file,
+                    1,
+                    1,
+                    codes.TOO_LARGE,
+                    f"file is {len(raw)} bytes; the limit is {MAX_BYTES}",
+                )
+            ]
         )
     try:
         text = raw.decode("utf-8-sig")
@@ -108,7 +117,7 @@ def decode(raw: bytes, file: str) -> str:
                     file,
                     line,
                     col,
-                    "BS102",
+                    codes.BAD_ENCODING,
                     f"invalid UTF-8 byte 0x{raw[exc.start]:02x}",
                     "save the file as UTF-8",
                 )
@@ -123,7 +132,15 @@ def parse(text: str, file: str, fmt: str) -> SourceDoc:
     if bad is not None:
         line, col, char = bad
         raise SpecError(
-            [Diagnostic(file, line, col, "BS102", f"control character U+{ord(char):04X} in text")]
+            [
+                Diagnostic(
+                    file,
+                    line,
+                    col,
+                    codes.BAD_ENCODING,
+                    f"control character U+{ord(char):04X} in text",
+                )
+            ]
         )
     doc = _parse_yaml(text, file) if fmt == "yaml" else _parse_toml(text, file)
     if doc.diagnostics:
@@ -156,17 +173,21 @@ def _parse_yaml(text: str, file: str) -> SourceDoc:
         if exc.context and exc.problem:
             problem = f"{problem} ({exc.context})"
         raise SpecError(
-            [Diagnostic(file, line, col, "BS101", f"YAML syntax error: {problem}")]
+            [Diagnostic(file, line, col, codes.SYNTAX, f"YAML syntax error: {problem}")]
         ) from None
     except ReaderError as exc:
         line, col = _line_col(text, exc.position)
         char = exc.character
         code = ord(char) if isinstance(char, str) else int(char)
         raise SpecError(
-            [Diagnostic(file, line, col, "BS102", f"character U+{code:04X} is not allowed")]
+            [
+                Diagnostic(
+                    file, line, col, codes.BAD_ENCODING, f"character U+{code:04X} is not allowed"
+                )
+            ]
         ) from None
     except YAMLError as exc:
-        raise SpecError([Diagnostic(file, 1, 1, "BS101", f"YAML error: {exc}")]) from None
+        raise SpecError([Diagnostic(file, 1, 1, codes.SYNTAX, f"YAML error: {exc}")]) from None
     except _Abort as exc:
         raise SpecError([exc.diagnostic]) from None
     return doc
@@ -295,10 +316,10 @@ class _YamlComposer:
                 self._count(1, pos)
                 parent = stack[-1] if stack else None
                 if len(stack) >= MAX_DEPTH:
-                    raise self.abort(pos, "BS104", f"nesting deeper than {MAX_DEPTH} levels")
+                    raise self.abort(pos, codes.TOO_DEEP, f"nesting deeper than {MAX_DEPTH} levels")
                 in_mapping = parent is not None and isinstance(parent.value, dict)
                 if in_mapping and parent.pending_key is None:
-                    raise self.abort(pos, "BS103", "a mapping key must be a plain scalar")
+                    raise self.abort(pos, codes.BAD_KEY, "a mapping key must be a plain scalar")
                 path = self._child_path(parent)
                 positions[path] = pos
                 container: dict | list = {} if cls is MappingStartEvent else []
@@ -318,7 +339,10 @@ class _YamlComposer:
                 documents += 1
                 if documents > 1:
                     raise self.abort(
-                        pos, "BS101", "more than one YAML document", "keep one backend per file"
+                        pos,
+                        codes.SYNTAX,
+                        "more than one YAML document",
+                        "keep one backend per file",
                     )
             elif cls is StreamEndEvent:
                 return None if result is _MISSING else result
@@ -328,7 +352,7 @@ class _YamlComposer:
         if tag is not None:
             raise self.abort(
                 pos,
-                "BS106",
+                codes.YAML_TAG,
                 f"YAML tag {tag!r} is not allowed",
                 "specs are plain data; remove the tag",
             )
@@ -338,26 +362,28 @@ class _YamlComposer:
         if self.nodes > MAX_NODES:
             raise self.abort(
                 pos,
-                "BS105",
+                codes.TOO_LARGE,
                 f"document expands to more than {MAX_NODES} nodes",
                 "aliases that nest other aliases multiply; write the data out",
             )
 
     def _alias(self, event: Any, pos: Position) -> tuple[Any, int]:
         if event.anchor not in self.anchors:
-            raise self.abort(pos, "BS101", f"unknown alias *{event.anchor}")
+            raise self.abort(pos, codes.SYNTAX, f"unknown alias *{event.anchor}")
         return self.anchors[event.anchor]
 
     def _scalar(self, event: Any, pos: Position) -> Any:
         value = event.value
         if len(value) > MAX_SCALAR_CHARS:
-            raise self.abort(pos, "BS105", f"scalar longer than {MAX_SCALAR_CHARS} characters")
+            raise self.abort(
+                pos, codes.TOO_LARGE, f"scalar longer than {MAX_SCALAR_CHARS} characters"
+            )
         if event.style not in ("", None):
             return value
         try:
             return _plain_scalar(value)
         except ValueError:
-            raise self.abort(pos, "BS105", "number too large") from None
+            raise self.abort(pos, codes.TOO_LARGE, "number too large") from None
 
     @staticmethod
     def _child_path(parent: _Frame | None) -> KeyPath:
@@ -389,9 +415,9 @@ class _YamlComposer:
 
     def _take_key(self, parent: _Frame, key: Any, pos: Position) -> None:
         if isinstance(key, (dict, list)) or key is None:
-            raise self.abort(pos, "BS103", "a mapping key must be a plain scalar")
+            raise self.abort(pos, codes.BAD_KEY, "a mapping key must be a plain scalar")
         if isinstance(key, float):
-            raise self.abort(pos, "BS103", f"a mapping key must not be a float ({key!r})")
+            raise self.abort(pos, codes.BAD_KEY, f"a mapping key must not be a float ({key!r})")
         path = (*parent.path, key)
         if key in parent.value and key != "<<":
             first = self.doc.key_positions.get(path, (0, 0))
@@ -400,7 +426,7 @@ class _YamlComposer:
                     self.doc.file,
                     pos[0],
                     pos[1],
-                    "BS107",
+                    codes.DUPLICATE_KEY,
                     f"duplicate key {key!r} (first at line {first[0]})",
                     "remove one of them; YAML keeps only one",
                 )
@@ -420,7 +446,7 @@ class _YamlComposer:
             sources = value if isinstance(value, list) else [value]
             for source in sources:
                 if not isinstance(source, dict):
-                    raise self.abort(pos, "BS103", "'<<' merges only mappings")
+                    raise self.abort(pos, codes.BAD_KEY, "'<<' merges only mappings")
                 for key, item in source.items():
                     target.setdefault(key, item)
 
@@ -453,15 +479,15 @@ def _parse_toml(text: str, file: str) -> SourceDoc:
         message = _TOML_POS.sub("", message).replace("(at end of document)", "at end of file")
         message = message.strip()
         raise SpecError(
-            [Diagnostic(file, line, col, "BS101", f"TOML syntax error: {message}")]
+            [Diagnostic(file, line, col, codes.SYNTAX, f"TOML syntax error: {message}")]
         ) from None
     except RecursionError:
-        raise SpecError([Diagnostic(file, 1, 1, "BS104", "TOML nesting too deep")]) from None
+        raise SpecError([Diagnostic(file, 1, 1, codes.TOO_DEEP, "TOML nesting too deep")]) from None
     doc = SourceDoc(file, "toml", data)
     _TomlPositions(doc).scan(text)
     depth_problem = _too_deep(data)
     if depth_problem:
-        doc.diagnostics.append(doc.diagnostic(depth_problem, "BS104", "nesting too deep"))
+        doc.diagnostics.append(doc.diagnostic(depth_problem, codes.TOO_DEEP, "nesting too deep"))
     return doc
 
 

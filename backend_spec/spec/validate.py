@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from backend_spec import codes
 from backend_spec.diagnostics import Diagnostic, format_key_path
 from backend_spec.spec.models import (
     OBSERVATION_TYPES,
@@ -45,7 +46,7 @@ def validate(doc: SourceDoc) -> tuple[SpecModel | None, list[Diagnostic]]:
         return None, [
             doc.diagnostic(
                 (),
-                "BS200",
+                codes.NOT_A_MAPPING,
                 f"a spec must be a mapping, this one is {what}",
                 "start with 'name: my_backend'",
             )
@@ -54,14 +55,15 @@ def validate(doc: SourceDoc) -> tuple[SpecModel | None, list[Diagnostic]]:
     bad_keys = [k for k in data if not isinstance(k, str)]
     if bad_keys:
         return None, [
-            doc.diagnostic((k,), "BS201", f"unknown key {k!r}", at_key=True) for k in bad_keys
+            doc.diagnostic((k,), codes.UNKNOWN_KEY, f"unknown key {k!r}", at_key=True)
+            for k in bad_keys
         ]
     try:
         return SpecModel.model_validate(data), []
     except ValidationError as exc:
         return None, _dedupe([_diagnostic(doc, data, err) for err in exc.errors()])
     except RecursionError:
-        return None, [doc.diagnostic((), "BS104", "nesting too deep")]
+        return None, [doc.diagnostic((), codes.TOO_DEEP, "nesting too deep")]
 
 
 def _dedupe(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
@@ -134,31 +136,41 @@ def _diagnostic(doc: SourceDoc, data: Any, err: Any) -> Diagnostic:
         allowed = list(model_at(path[:-1]).model_fields)
         match = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.5)
         hint = f"did you mean '{match[0]}'?" if match else "allowed keys: " + ", ".join(allowed)
-        return doc.diagnostic(path, "BS201", f"unknown key '{key}'", hint, at_key=True)
+        return doc.diagnostic(path, codes.UNKNOWN_KEY, f"unknown key '{key}'", hint, at_key=True)
     if kind == "missing":
         return doc.diagnostic(
-            path[:-1], "BS202", f"missing required key '{path[-1]}'", "add it", at_key=True
+            path[:-1],
+            codes.MISSING_KEY,
+            f"missing required key '{path[-1]}'",
+            "add it",
+            at_key=True,
         )
     if kind.startswith("BS"):
         return doc.diagnostic(path, kind, err["msg"], _custom_hint(kind, ctx))
     value = _value_at(data, path)
     if kind == "literal_error" and path == ("spec_version",):
         return doc.diagnostic(
-            path, "BS204", f"unsupported spec_version {value!r}", "this bespec reads version 1"
+            path,
+            codes.SPEC_VERSION,
+            f"unsupported spec_version {value!r}",
+            "this bespec reads version 1",
         )
     if kind in ("too_short", "too_long"):
         return doc.diagnostic(
             path,
-            "BS221",
+            codes.PATTERN_LENGTH,
             f"{where} has {ctx.get('actual_length')} items; a pattern list has 2 or 3 ops",
             "write a single op as a plain name; longer chains need pattern_complex_format",
         )
     if kind in _TYPE_NAMES:
         expected = _TYPE_NAMES[kind]
         return doc.diagnostic(
-            path, "BS203", f"{where} must be {expected}, got {_show(value)}", _type_hint(path)
+            path,
+            codes.WRONG_TYPE,
+            f"{where} must be {expected}, got {_show(value)}",
+            _type_hint(path),
         )
-    return doc.diagnostic(path, "BS209", f"{where}: {err['msg']}")
+    return doc.diagnostic(path, codes.INVALID_VALUE, f"{where}: {err['msg']}")
 
 
 def _show(value: Any) -> str:
@@ -177,16 +189,16 @@ def _type_hint(path: KeyPath) -> str:
 
 
 def _custom_hint(code: str, ctx: dict[str, Any]) -> str:
-    if code == "BS213":
+    if code == codes.UNKNOWN_DTYPE:
         from backend_spec.names.dtypes import dtype_names
 
         match = difflib.get_close_matches(str(ctx.get("value")), sorted(dtype_names()), n=2)
         return ("did you mean " + " or ".join(f"'{m}'" for m in match) + "?") if match else ""
-    if code == "BS215":
+    if code == codes.UNKNOWN_OBSERVATION_TYPE:
         match = difflib.get_close_matches(str(ctx.get("value")).lower(), OBSERVATION_TYPES, n=1)
         return f"did you mean '{match[0]}'?" if match else "one of " + ", ".join(OBSERVATION_TYPES)
-    if code == "BS220":
+    if code == codes.ONE_PATTERN_FORM:
         return "keep 'pattern' (forward order) unless you need the legacy nested format"
-    if code == "BS212":
+    if code == codes.OUT_OF_RANGE:
         return "keep bounds inside the dtype's representable range"
     return ""

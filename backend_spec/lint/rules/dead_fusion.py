@@ -1,22 +1,35 @@
-"""A fusion produces a fused module that no pattern quantizes, so it stays in float.
+"""**Why.** A fusion replaces `[nn.Conv2d, nn.ReLU]` by one `nni.ConvReLU2d` module. After that,
+only an entry whose `pattern` is `nni.ConvReLU2d` and that has `dtype_configs` can quantize it.
+Without one, prepare inserts no observers and the fused module runs in float: the fusion
+silently costs the quantization of those ops. Entries of the `extends` base count.
 
-Fusing ``[nn.Conv2d, nn.ReLU]`` into ``nni.ConvReLU2d`` replaces the two modules by one; from
-then on only a pattern whose ``pattern`` is ``nni.ConvReLU2d`` (with ``dtype_configs``) can
-quantize it. Without one, prepare finds nothing to observe and the fused module runs in float:
-the fusion silently costs the quantization of those ops. Patterns brought in by ``extends``
-count.
+```yaml
+patterns:
+  - pattern: [nn.Conv2d, nn.ReLU]
+    fused_module: nni.ConvReLU2d                  # BS502
+    fuser_method: {sequential: nni.ConvReLU2d}
+```
+
+**Fix.** Add the entry that quantizes the fused module, or drop the fusion:
+
+```yaml
+  - pattern: nni.ConvReLU2d
+    dtype_configs: [weighted_int8]
+    root_module: nn.Conv2d
+    qat_module: nniqat.ConvReLU2d
+    reference_quantized_module: nnqr.Conv2d
+```
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from backend_spec import codes
 from backend_spec.lint.context import LintContext, Problem
 from backend_spec.names.labels import entry_label, name_of
 
-ID = "BS502"
-NAME = "dead-fusion"
-SEVERITY = "warning"
+CODE = codes.DEAD_FUSION
 
 
 def check(context: LintContext) -> Iterator[Problem]:

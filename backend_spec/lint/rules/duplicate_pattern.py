@@ -1,21 +1,28 @@
-"""A pattern is given more than once, so all but its last entry are silently dropped.
+"""**Why.** `BackendConfig` stores entries by pattern; a later entry with the same pattern
+replaces the earlier one without a word, so the earlier entry has no effect. Names are compared
+after resolution: `nn.Conv2d` and `torch.nn.modules.conv.Conv2d` are the same op, and a
+`pattern_complex_format` equal to a forward `pattern` is the same pattern. Overriding a pattern
+of the `extends` base is how `extends` works and is not reported.
 
-BackendConfig stores pattern entries by pattern: a second entry with the same pattern replaces
-the first without a word. Names are compared after resolution, so ``nn.Conv2d`` and
-``torch.nn.modules.conv.Conv2d`` are the same pattern. (An entry that replaces a pattern
-of the ``extends`` base is the documented way to override it and is not reported.)
+```yaml
+patterns:
+  - pattern: nn.ReLU                              # BS501: given again at line 4
+    dtype_configs: [act_int8]
+  - pattern: torch.nn.modules.activation.ReLU
+```
+
+**Fix.** Merge the entries into one (usually the first was meant to be edited, not copied).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from backend_spec import codes
 from backend_spec.lint.context import LintContext, PatternEntry, Problem
 from backend_spec.names.labels import entry_label
 
-ID = "BS501"
-NAME = "duplicate-pattern"
-SEVERITY = "error"
+CODE = codes.DUPLICATE_PATTERN
 
 
 def check(context: LintContext) -> Iterator[Problem]:

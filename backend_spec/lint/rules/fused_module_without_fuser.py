@@ -1,19 +1,22 @@
-"""``fused_module`` is set but ``fuser_method`` is not, so the pattern never fuses.
+"""**Why.** torch fuses a pattern only if its entry has a `fuser_method`; `fused_module` alone only
+tells convert which class a fusion produced. The entry describes a fusion that never happens.
 
-torch fuses a pattern only when its entry has a ``fuser_method``; ``fused_module`` alone only
-tells convert which class a fusion produced. An entry with a fused module and no fuser
-describes a fusion that never happens.
+```yaml
+  - pattern: [nn.Conv2d, nn.ReLU]
+    fused_module: nni.ConvReLU2d                  # BS503
+```
+
+**Fix.** Add `fuser_method: {sequential: nni.ConvReLU2d}` (or a fuser function).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from backend_spec import codes
 from backend_spec.lint.context import LintContext, Problem
 
-ID = "BS503"
-NAME = "fused-module-without-fuser"
-SEVERITY = "error"
+CODE = codes.FUSED_MODULE_WITHOUT_FUSER
 
 
 def check(context: LintContext) -> Iterator[Problem]:

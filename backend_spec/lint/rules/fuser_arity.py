@@ -1,9 +1,15 @@
-"""The fuser function does not take one module per op of the pattern.
+"""**Why.** torch calls a fuser as `fuser(is_qat, m1, m2[, m3])`, one module per op of the pattern
+in forward order. A fuser with another signature fails with a `TypeError` in the middle of
+`prepare_fx`. `{sequential: X}` fusers always fit; `pattern_complex_format` entries are not
+checked.
 
-torch calls a fuser as ``fuser(is_qat, m1, m2[, m3])``, one argument per op of the pattern in
-forward order. A fuser with another signature fails with a TypeError in the middle of
-``prepare_fx``. ``{sequential: X}`` fusers always fit. Complex-format patterns are not
-checked, since their fuser's arguments depend on how the nested pattern is written.
+```yaml
+  - pattern: [nn.Conv2d, nn.BatchNorm2d, nn.ReLU]
+    fused_module: nni.ConvBnReLU2d
+    fuser_method: fuse_conv_bn                    # BS511: takes (is_qat, conv, bn)
+```
+
+**Fix.** Use the fuser for that many ops (`fuse_conv_bn_relu`) or `{sequential: X}`.
 """
 
 from __future__ import annotations
@@ -11,12 +17,11 @@ from __future__ import annotations
 import inspect
 from collections.abc import Iterator
 
+from backend_spec import codes
 from backend_spec.lint.context import LintContext, Problem
 from backend_spec.names.resolver import Kind
 
-ID = "BS511"
-NAME = "fuser-arity"
-SEVERITY = "error"
+CODE = codes.FUSER_ARITY
 
 
 def check(context: LintContext) -> Iterator[Problem]:

@@ -1,23 +1,28 @@
-"""A ``{sequential: X}`` fuser builds a class that ``fused_module`` does not name.
+"""**Why.** convert recognises fused modules by the classes that entries name in `fused_module`.
+A `{sequential: X}` fuser builds `X`; if the entry names another class, or none, convert does
+not know the fused module it has to lower. Only `{sequential: X}` fusers are checked: what a
+fuser function returns is known only when it runs (torch's `fuse_convtranspose_bn` returns a
+plain transposed conv and rightly names no fused module).
 
-convert recognises fused modules by the classes the backend lists as ``fused_module``; a
-fusion that builds ``X`` while the entry names another class (or none) leaves convert unaware
-of the fused module it must lower. Only ``{sequential: X}`` fusers are checked, since what a
-fuser function returns is known only when it runs (torch's own ``fuse_convtranspose_bn``
-returns a plain transposed conv and rightly names no fused module).
+```yaml
+  - pattern: [nn.Conv2d, nn.ReLU]
+    fused_module: nni.ConvBn2d
+    fuser_method: {sequential: nni.ConvReLU2d}    # BS504
+```
+
+**Fix.** Make `fused_module` the class the fuser builds.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from backend_spec import codes
 from backend_spec.lint.context import LintContext, Problem
 from backend_spec.names.labels import name_of
 from backend_spec.spec.models import SequentialFuser
 
-ID = "BS504"
-NAME = "fuser-fused-module-mismatch"
-SEVERITY = "warning"
+CODE = codes.FUSER_FUSED_MODULE_MISMATCH
 
 
 def check(context: LintContext) -> Iterator[Problem]:

@@ -1,24 +1,29 @@
-"""A dtype constraint that torch never checks, or that no observer can ever meet.
+"""**Why.** torch (2.13) checks a dtype's quant range only when both `quant_min_lower_bound` and
+`quant_max_upper_bound` are set, fixed qparams only when both `scale_exact_match` and
+`zero_point_exact_match` are set, and never checks `scale_max_upper_bound`. A lone bound
+constrains nothing. Constraints on a floating dtype can never be met: the observers of
+floating dtypes have no quant range and no eps, so torch rejects every QConfig for that dtype
+config.
 
-torch's ``_qconfig_satisfies_dtype_config_constraints`` (torch 2.13) checks the quant range
-only when both ``quant_min_lower_bound`` and ``quant_max_upper_bound`` are set, fixed qparams
-only when both ``scale_exact_match`` and ``zero_point_exact_match`` are set, and never checks
-``scale_max_upper_bound``. A lone bound therefore constrains nothing. Constraints on a
-floating dtype (``float16``) can never be met: the observers of floating dtypes have no quant
-range and no eps, so torch rejects every QConfig for that dtype config.
+```yaml
+    input_dtype: {dtype: quint8, quant_max_upper_bound: 127}    # BS508
+    output_dtype: {dtype: float16, scale_min_lower_bound: 0.001} # BS508
+```
+
+**Fix.** Give both bounds of a pair (`quant_min_lower_bound: 0, quant_max_upper_bound: 127`),
+drop `scale_max_upper_bound`, and write floating dtypes without constraints.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from backend_spec import codes
 from backend_spec.lint.context import LintContext, Problem
 from backend_spec.names.dtypes import dtype_range
 from backend_spec.spec.models import DTypeWithConstraintsModel
 
-ID = "BS508"
-NAME = "ineffective-constraint"
-SEVERITY = "warning"
+CODE = codes.INEFFECTIVE_CONSTRAINT
 
 _PAIRS = (
     ("quant_min_lower_bound", "quant_max_upper_bound", "the quant range"),

@@ -1,24 +1,31 @@
-"""Fixed qparams (``scale_exact_match``/``zero_point_exact_match``) where they cannot apply.
+"""**Why.** Exact-match constraints describe ops with a fixed output range (sigmoid, tanh,
+hardsigmoid), whose QConfig must put a `FixedQParamsObserver` on the output. They make no sense
+on a weighted op (its output range depends on its weights), on an op that shares its input's
+observer or is not observed (it has no output observer of its own), on `weight_dtype`, or on
+`input_dtype` alone. torch's own fixed-qparams configs put them on both input and output.
 
-Exact-match constraints describe ops with a fixed output range, such as sigmoid and tanh,
-whose QConfig must use a ``FixedQParamsObserver`` on the output. They make no sense on a
-weighted op (its output range depends on its weights), on an op that shares its input's
-observer or is not observed (it has no output observer of its own), or on ``input_dtype``
-alone (the input is observed by the producer's observer, not by a fixed one).
+```yaml
+  - pattern: F.linear
+    dtype_configs:                                # BS509
+      - input_dtype: quint8
+        output_dtype: {dtype: quint8, scale_exact_match: 0.00390625, zero_point_exact_match: 0}
+```
+
+**Fix.** Remove the exact-match constraints, or move them to the output of a fixed-range op
+with the default observation type.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from backend_spec import codes
 from backend_spec.lint.context import DTypeUse, LintContext, PatternEntry, Problem
 from backend_spec.lint.ops import is_weighted_op
 from backend_spec.names.labels import entry_label
 from backend_spec.spec.models import DTypeWithConstraintsModel
 
-ID = "BS509"
-NAME = "misplaced-exact-match"
-SEVERITY = "warning"
+CODE = codes.MISPLACED_EXACT_MATCH
 
 _DEFAULT_OBSERVATION = "output_use_different_observer_as_input"
 

@@ -1,22 +1,27 @@
-"""A weighted root module has no ``reference_quantized_module`` anywhere in the backend.
+"""**Why.** convert replaces an observed weighted module (linear, conv, transposed conv, embedding,
+RNN) by the reference quantized module its root module maps to. torch builds that map from
+every entry that sets both `root_module` and `reference_quantized_module`, over the whole
+backend (base included). A weighted root module that no entry maps cannot be converted.
 
-convert turns an observed weighted module (linear, conv, embedding, RNN) into the reference
-quantized module the backend maps its root module to; torch builds that map from every
-pattern entry that sets both ``root_module`` and ``reference_quantized_module``. A weighted
-root with no entry mapping it cannot be converted to a reference model.
+```yaml
+  - pattern: nn.Conv2d
+    root_module: nn.Conv2d                        # BS505
+    qat_module: nnqat.Conv2d
+```
+
+**Fix.** Add `reference_quantized_module: nnqr.Conv2d` (once per root module is enough).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from backend_spec import codes
 from backend_spec.lint.context import LintContext, Problem
 from backend_spec.lint.ops import is_weighted_module
 from backend_spec.names.labels import name_of
 
-ID = "BS505"
-NAME = "missing-reference-module"
-SEVERITY = "warning"
+CODE = codes.MISSING_REFERENCE_MODULE
 
 
 def check(context: LintContext) -> Iterator[Problem]:

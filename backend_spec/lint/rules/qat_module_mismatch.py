@@ -1,24 +1,29 @@
-"""``qat_module`` is not a QAT form of the entry's module.
+"""**Why.** For QAT, prepare swaps each matched module for `qat_module` (through its `from_float`),
+and convert then treats it as the root module. So the QAT class must be a subclass of
+`root_module` and must convert from the float module the pattern matches: the fused module for
+fused patterns (`nni.ConvReLU2d` -> `nniqat.ConvReLU2d`), else the pattern's module
+(`nn.Linear` -> `nnqat.Linear`). Quantized classes (`nnq.Linear`) and the float class itself
+are not QAT modules.
 
-For QAT, prepare swaps each module the pattern matches for ``qat_module`` (via its
-``from_float``), and convert later treats it as the root module. So the QAT class must be a
-subclass of ``root_module`` and must convert from the float module the pattern matches: the
-fused module for a fusion (``nni.ConvReLU2d`` -> ``nniqat.ConvReLU2d``), else the pattern's
-module (``nn.Linear`` -> ``nnqat.Linear``). A quantized class (``nnq.Linear``) or the float
-class itself is never a QAT module.
+```yaml
+  - pattern: nni.ConvReLU2d
+    root_module: nn.Conv2d
+    qat_module: nnqat.Conv2d                      # BS506: converts from nn.Conv2d
+```
+
+**Fix.** Use the QAT class of the matched module, here `nniqat.ConvReLU2d`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from backend_spec import codes
 from backend_spec.lint.context import LintContext, PatternEntry, Problem
 from backend_spec.lint.ops import float_modules_of, is_module_class, is_quantized_module
 from backend_spec.names.labels import name_of
 
-ID = "BS506"
-NAME = "qat-module-mismatch"
-SEVERITY = "error"
+CODE = codes.QAT_MODULE_MISMATCH
 
 
 def check(context: LintContext) -> Iterator[Problem]:

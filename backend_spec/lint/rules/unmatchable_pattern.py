@@ -1,9 +1,14 @@
-"""A pattern op that no model prepare_fx sees can contain, so the entry never matches.
+"""**Why.** `method:NAME` matches FX `call_method` nodes, which tracing records for `Tensor`
+methods; a name that is not a `torch.Tensor` attribute is most likely a typo and never matches.
+Quantized module classes (`nnq.*`, `nnqr.*`, `nnqd.*`) never occur in the float and QAT models
+that `prepare_fx` runs on. (torch's own backends trip this rule: see the top of this page.)
 
-``method:NAME`` matches ``call_method`` nodes, which FX records for ``Tensor`` methods: a name
-that is not a ``torch.Tensor`` attribute is most likely a typo (``method:veiw``). Quantized
-module classes (``nnq.*``, ``nnqr.*``, ``nnqd.*``) never occur in the float or QAT models
-that prepare_fx runs on.
+```yaml
+  - pattern: method:veiw                          # BS512
+  - pattern: nnq.Linear                           # BS512
+```
+
+**Fix.** Correct the method name; name the float (or QAT) module instead of a quantized one.
 """
 
 from __future__ import annotations
@@ -11,15 +16,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from backend_spec import codes
 from backend_spec.lint.context import LintContext, Problem
 from backend_spec.lint.ops import is_quantized_module
 from backend_spec.names.labels import name_of
 from backend_spec.names.vocabulary import METHOD_PREFIX
 from backend_spec.spec.source import KeyPath
 
-ID = "BS512"
-NAME = "unmatchable-pattern"
-SEVERITY = "warning"
+CODE = codes.UNMATCHABLE_PATTERN
 
 
 def check(context: LintContext) -> Iterator[Problem]:

@@ -1,18 +1,23 @@
-"""A named dtype config is defined but no pattern uses it.
+"""**Why.** A named dtype config that no pattern uses is dead weight, and often a sign that a
+pattern names the wrong config.
 
-Usually a leftover after a refactor, or a typo'd name in a pattern that happens to resolve to
-another config. Keep shared snippets under an ``x-`` key (with a YAML anchor) instead.
+```yaml
+dtype_configs:
+  act_int8: {input_dtype: quint8, output_dtype: quint8}
+  spare: {input_dtype: qint8, output_dtype: qint8}   # BS507
+```
+
+**Fix.** Use it or remove it. Keep shared snippets under an `x-` top-level key instead.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from backend_spec import codes
 from backend_spec.lint.context import LintContext, Problem
 
-ID = "BS507"
-NAME = "unused-dtype-config"
-SEVERITY = "warning"
+CODE = codes.UNUSED_DTYPE_CONFIG
 
 
 def check(context: LintContext) -> Iterator[Problem]:

@@ -1,21 +1,25 @@
-"""A weighted op (linear, conv, embedding...) shares its input's observer with its output.
+"""**Why.** `output_share_observer_with_input` is for ops whose output lies in the input's range
+(max pooling, reshape, cat). A weighted op's output range depends on its weights; giving its
+output the input's quantization parameters clips it or wastes its range.
 
-``output_share_observer_with_input`` is for ops whose output lies in the input's range
-(max pooling, reshape, cat). A weighted op's output range depends on its weights, so giving
-it the input's quantization parameters clips or wastes its output's range.
+```yaml
+  - pattern: nn.Conv2d
+    observation_type: output_share_observer_with_input   # BS510
+```
+
+**Fix.** Use `output_use_different_observer_as_input` (the default): drop the key.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from backend_spec import codes
 from backend_spec.lint.context import LintContext, Problem
 from backend_spec.lint.ops import is_weighted_op
 from backend_spec.names.labels import entry_label
 
-ID = "BS510"
-NAME = "weighted-op-shares-observer"
-SEVERITY = "error"
+CODE = codes.WEIGHTED_OP_SHARES_OBSERVER
 
 
 def check(context: LintContext) -> Iterator[Problem]:

@@ -1,0 +1,339 @@
+"""The registry of every diagnostic code bespec can emit: one place, one meaning per code.
+
+A code is a ``str`` (``"BS300"``) that also carries its slug, severity, one-line summary and a
+default hint, so call sites write ``codes.UNKNOWN_NAME`` and reporters, SARIF metadata and
+``docs/codes.md`` all read the same entry. Lint rules (``BS5xx``) are registered here too; the
+rule module's docstring adds the long explanation (see :mod:`backend_spec.lint.registry`).
+
+Numbering: 1xx source text, 2xx schema, 3xx names, 4xx references between entries and files,
+5xx lint rules, 6xx check, 9xx export and internal errors.
+
+Adding a code is one edit: a ``_register(...)`` line below. ``tests/test_codes.py`` fails when
+the package uses a code that is not registered, or when ``docs/codes.md`` is stale.
+"""
+
+from __future__ import annotations
+
+from backend_spec.diagnostics import Severity
+
+__all__ = ["REGISTRY", "Code", "lookup"]
+
+
+class Code(str):
+    """A diagnostic code: compares and serialises as its id, and knows what it means."""
+
+    slug: str
+    severity: Severity
+    summary: str
+    hint: str
+
+    def __new__(cls, id: str, slug: str, severity: Severity, summary: str, hint: str = "") -> Code:
+        self = super().__new__(cls, id)
+        self.slug = slug
+        self.severity = severity
+        self.summary = summary
+        self.hint = hint
+        return self
+
+    @property
+    def id(self) -> str:
+        return str.__str__(self)
+
+
+#: Every code, by id, in numeric order.
+REGISTRY: dict[str, Code] = {}
+
+E, W = Severity.ERROR, Severity.WARNING
+
+
+def _register(id: str, slug: str, severity: Severity, summary: str, hint: str = "") -> Code:
+    if id in REGISTRY:  # pragma: no cover - a programming error caught at import
+        raise ValueError(f"code {id} registered twice")
+    code = REGISTRY[id] = Code(id, slug, severity, summary, hint)
+    return code
+
+
+def lookup(id: str) -> Code | None:
+    """The registered code for ``id`` (``"BS300"``), or ``None``."""
+    return REGISTRY.get(str(id))
+
+
+# -- 1xx: reading the file ------------------------------------------------------------------------
+UNREADABLE = _register(
+    "BS100",
+    "unreadable-file",
+    E,
+    "the file cannot be read, or its suffix is not a spec format",
+    "give a .yaml, .yml or .toml file that exists and is readable",
+)
+SYNTAX = _register(
+    "BS101", "syntax-error", E, "YAML or TOML syntax error", "fix the text at the position shown"
+)
+BAD_ENCODING = _register(
+    "BS102",
+    "bad-encoding",
+    E,
+    "the bytes are not UTF-8 text, or hold a control character",
+    "save the file as UTF-8 without control characters",
+)
+BAD_KEY = _register(
+    "BS103",
+    "bad-mapping-key",
+    E,
+    "a mapping key is not a plain string scalar",
+    "write keys as plain names",
+)
+TOO_DEEP = _register(
+    "BS104",
+    "nesting-too-deep",
+    E,
+    "the data nests deeper than the limit",
+    "specs are shallow; flatten the structure",
+)
+TOO_LARGE = _register(
+    "BS105",
+    "resource-limit",
+    E,
+    "the file exceeds a size limit (bytes, nodes, scalar length, number size, diagnostics)",
+    "split the file or write the data out plainly",
+)
+YAML_TAG = _register(
+    "BS106",
+    "yaml-tag",
+    E,
+    "a YAML tag (!!python/..., !custom) is not allowed",
+    "specs are plain data; remove the tag",
+)
+DUPLICATE_KEY = _register(
+    "BS107",
+    "duplicate-key",
+    E,
+    "the same key appears twice in one mapping",
+    "remove one of them; YAML and TOML keep only one",
+)
+
+# -- 2xx: the schema --------------------------------------------------------------------------
+NOT_A_MAPPING = _register(
+    "BS200",
+    "not-a-mapping",
+    E,
+    "the document is not a mapping of keys to values",
+    "start from `bespec init NAME` or the example in docs/format.md",
+)
+UNKNOWN_KEY = _register(
+    "BS201", "unknown-key", E, "a key the format does not define", "check the spelling"
+)
+MISSING_KEY = _register("BS202", "missing-key", E, "a required key is missing", "add it")
+WRONG_TYPE = _register(
+    "BS203", "wrong-type", E, "a value has the wrong type (a list where a name belongs, ...)"
+)
+SPEC_VERSION = _register(
+    "BS204",
+    "unsupported-spec-version",
+    E,
+    "spec_version is not one this bespec reads",
+    "write spec_version: 1 or 2",
+)
+BAD_PATTERN = _register(
+    "BS205",
+    "bad-pattern",
+    E,
+    "a pattern is not an op name or a list of op names",
+    "write an op name, or a list of 2-3 op names in forward order",
+)
+INVALID_VALUE = _register("BS209", "invalid-value", E, "a value is not allowed here")
+INVERTED_BOUNDS = _register(
+    "BS210", "inverted-bounds", E, "a lower bound is above its upper bound", "swap the two"
+)
+NONPOSITIVE_SCALE = _register(
+    "BS211",
+    "nonpositive-scale",
+    E,
+    "a scale bound is zero, negative or not finite",
+    "scales are positive finite numbers",
+)
+OUT_OF_RANGE = _register(
+    "BS212",
+    "bound-outside-dtype",
+    E,
+    "a bound or zero point is outside the dtype's range",
+    "keep bounds inside the dtype's representable range",
+)
+UNKNOWN_DTYPE = _register("BS213", "unknown-dtype", E, "a dtype name torch does not have")
+BIAS_CONSTRAINTS = _register(
+    "BS214",
+    "bias-constraints",
+    E,
+    "bias_dtype takes a dtype only; torch has no bias constraints",
+    "write bias_dtype: float",
+)
+UNKNOWN_OBSERVATION_TYPE = _register(
+    "BS215", "unknown-observation-type", E, "an observation type torch does not define"
+)
+ONE_PATTERN_FORM = _register(
+    "BS220",
+    "one-pattern-form",
+    E,
+    "an entry needs exactly one of 'pattern' and 'pattern_complex_format'",
+    "keep 'pattern' (forward order) unless you need the legacy nested format",
+)
+PATTERN_LENGTH = _register(
+    "BS221",
+    "pattern-length",
+    E,
+    "a forward pattern list holds 2 or 3 ops",
+    "write a single op as a plain name; longer chains need pattern_complex_format",
+)
+
+# -- 3xx: names -------------------------------------------------------------------------------
+UNKNOWN_NAME = _register("BS300", "unknown-name", E, "a name that resolves to nothing")
+INVALID_NAME = _register(
+    "BS301",
+    "invalid-name",
+    E,
+    "a name that is not a valid dotted name or method name",
+    "name a module, class or function",
+)
+OUTSIDE_ROOTS = _register(
+    "BS302",
+    "outside-allowed-roots",
+    E,
+    "a name outside torch, operator and the allow-list, or reached through a foreign module",
+    "add the module to allow_imports (CLI --allow-import, or pyproject [tool.bespec])",
+)
+WRONG_KIND = _register(
+    "BS303", "wrong-kind", E, "a name resolves to the wrong kind of object for its field"
+)
+IMPORT_FAILED = _register(
+    "BS304",
+    "allowed-import-failed",
+    E,
+    "an allowed module cannot be imported",
+    "check that the module is installed and importable",
+)
+
+# -- 4xx: references between entries and files ------------------------------------------------
+UNKNOWN_DTYPE_CONFIG = _register(
+    "BS401", "unknown-dtype-config", E, "a pattern names a dtype config that is not defined"
+)
+BAD_EXTENDS = _register(
+    "BS402",
+    "bad-extends",
+    E,
+    "'extends' names a missing base, a cycle, or a base with errors",
+    "name a built-in backend or a spec file next to this one",
+)
+REMOVE_WITHOUT_EXTENDS = _register(
+    "BS403",
+    "remove-without-extends",
+    E,
+    "'remove' needs 'extends'",
+    "name a base to remove patterns from",
+)
+REMOVE_UNKNOWN = _register(
+    "BS404",
+    "remove-unknown-pattern",
+    E,
+    "'remove' names a pattern the base does not have",
+    "check the spelling; `bespec show BASE` lists what the base has",
+)
+
+# -- 5xx: lint rules (the long docs are the rule modules' docstrings) --------------------------
+DUPLICATE_PATTERN = _register(
+    "BS501",
+    "duplicate-pattern",
+    E,
+    "A pattern is given more than once, so all but its last entry are silently dropped.",
+)
+DEAD_FUSION = _register(
+    "BS502",
+    "dead-fusion",
+    W,
+    "A fusion produces a fused module that no pattern quantizes, so it stays in float.",
+)
+FUSED_MODULE_WITHOUT_FUSER = _register(
+    "BS503",
+    "fused-module-without-fuser",
+    E,
+    "``fused_module`` is set but ``fuser_method`` is not, so the pattern never fuses.",
+)
+FUSER_FUSED_MODULE_MISMATCH = _register(
+    "BS504",
+    "fuser-fused-module-mismatch",
+    W,
+    "A ``{sequential: X}`` fuser builds a class that ``fused_module`` does not name.",
+)
+MISSING_REFERENCE_MODULE = _register(
+    "BS505",
+    "missing-reference-module",
+    W,
+    "A weighted root module has no ``reference_quantized_module`` anywhere in the backend.",
+)
+QAT_MODULE_MISMATCH = _register(
+    "BS506",
+    "qat-module-mismatch",
+    E,
+    "``qat_module`` is not a QAT form of the entry's module.",
+)
+UNUSED_DTYPE_CONFIG = _register(
+    "BS507",
+    "unused-dtype-config",
+    W,
+    "A named dtype config is defined but no pattern uses it.",
+)
+INEFFECTIVE_CONSTRAINT = _register(
+    "BS508",
+    "ineffective-constraint",
+    W,
+    "A dtype constraint that torch never checks, or that no observer can ever meet.",
+)
+MISPLACED_EXACT_MATCH = _register(
+    "BS509",
+    "misplaced-exact-match",
+    W,
+    "Fixed qparams (``scale_exact_match``/``zero_point_exact_match``) where they cannot apply.",
+)
+WEIGHTED_OP_SHARES_OBSERVER = _register(
+    "BS510",
+    "weighted-op-shares-observer",
+    E,
+    "A weighted op (linear, conv, embedding...) shares its input's observer with its output.",
+)
+FUSER_ARITY = _register(
+    "BS511",
+    "fuser-arity",
+    E,
+    "The fuser function does not take one module per op of the pattern.",
+)
+UNMATCHABLE_PATTERN = _register(
+    "BS512",
+    "unmatchable-pattern",
+    W,
+    "A pattern op that no model prepare_fx sees can contain, so the entry never matches.",
+)
+RULE_CRASHED = _register(
+    "BS599",
+    "rule-crashed",
+    E,
+    "a lint rule raised an exception",
+    "please report this with the spec that caused it",
+)
+
+# -- 9xx: export and internal errors ----------------------------------------------------------
+INTERNAL = _register(
+    "BS900",
+    "internal-error",
+    E,
+    "bespec itself failed",
+    "please report this with the spec that caused it",
+)
+UNNAMEABLE = _register(
+    "BS910",
+    "unnameable-object",
+    E,
+    "export met an object that has no name a spec can use",
+    "define it at module level in an importable module",
+)
+UNWRITABLE = _register(
+    "BS911", "unwritable-config", E, "export met a config it cannot write as a spec"
+)
