@@ -24,6 +24,7 @@ from typing import Any
 from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig
 from backend_spec.export.document import describe_object
 from backend_spec.names.naming import object_name, op_name, sequential_class
+from backend_spec.spec.fields import MODULE_KINDS, PATTERN_FIELDS, PATTERN_KINDS, FieldKind
 from backend_spec.spec.models import CONSTRAINT_FIELDS
 
 __all__ = [
@@ -36,16 +37,6 @@ __all__ = [
     "label",
     "pattern_key_label",
 ]
-
-#: Field name -> how to read it from a BackendPatternConfig, in spec order.
-_REF_FIELDS: tuple[tuple[str, str], ...] = (
-    ("root_module", "root_module"),
-    ("qat_module", "qat_module"),
-    ("reference_quantized_module", "reference_quantized_module"),
-    ("fused_module", "fused_module"),
-    ("root_node_getter", "_root_node_getter"),
-    ("extra_inputs_getter", "_extra_inputs_getter"),
-)
 
 
 @dataclass(frozen=True, eq=False)
@@ -105,21 +96,34 @@ def _dtype_config(dc: DTypeConfig) -> dict[str, Any]:
     return out
 
 
-def describe_pattern(config: BackendPatternConfig) -> dict[str, Any]:
-    """Everything about one BackendPatternConfig that quantization reads."""
-    complex_format = config._pattern_complex_format is not None
-    return {
+def _described(config: BackendPatternConfig, kind: FieldKind, value: Any) -> Any:
+    """One field's value as comparable data."""
+    if kind in PATTERN_KINDS:
         # How the pattern was given decides how torch reverses the fuser's arguments.
-        "pattern_format": "complex" if complex_format else "forward",
-        "observation_type": config.observation_type.name.lower(),
-        "dtype_configs": [_dtype_config(dc) for dc in config.dtype_configs],
-        **{key: _ref(getattr(config, attr)) for key, attr in _REF_FIELDS},
-        "fuser_method": _fuser(config.fuser_method),
-        "num_tensor_args_to_observation_type": {
-            int(n): t.name.lower() for n, t in config._num_tensor_args_to_observation_type.items()
-        },
-        "input_type_to_index": dict(config._input_type_to_index),
-    }
+        return "complex" if config._pattern_complex_format is not None else "forward"
+    if kind is FieldKind.OBSERVATION_TYPE:
+        return value.name.lower()
+    if kind is FieldKind.DTYPE_CONFIGS:
+        return [_dtype_config(dc) for dc in value]
+    if kind in MODULE_KINDS or kind is FieldKind.FUNCTION:
+        return _ref(value)
+    if kind is FieldKind.FUSER:
+        return _fuser(value)
+    if kind is FieldKind.OBSERVATION_TYPE_MAP:
+        return {int(n): t.name.lower() for n, t in value.items()}
+    if kind is FieldKind.INDEX_MAP:
+        return dict(value)
+    raise KeyError(f"compare does not know field kind {kind}")
+
+
+def describe_pattern(config: BackendPatternConfig) -> dict[str, Any]:
+    """Everything about one BackendPatternConfig that quantization reads: every field of the
+    table, the pattern itself reduced to ``pattern_format`` (it is the key already)."""
+    out: dict[str, Any] = {}
+    for spec in PATTERN_FIELDS:
+        key = "pattern_format" if spec.kind in PATTERN_KINDS else spec.key
+        out[key] = _described(config, spec.kind, getattr(config, spec.getter))
+    return out
 
 
 def describe(backend_config: BackendConfig) -> dict[str, dict[str, Any]]:

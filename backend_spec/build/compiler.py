@@ -18,6 +18,7 @@ from backend_spec.diagnostics import Diagnostic
 from backend_spec.names.dtypes import to_dtype
 from backend_spec.names.fusers import sequential_fuser
 from backend_spec.names.resolver import Kind, NameProblem, Resolver
+from backend_spec.spec.fields import MODULE_KINDS, PATTERN_FIELDS, PATTERN_KINDS, FieldKind
 from backend_spec.spec.models import (
     CONSTRAINT_FIELDS,
     DTypeConfigModel,
@@ -27,16 +28,6 @@ from backend_spec.spec.models import (
     SpecModel,
 )
 from backend_spec.spec.source import KeyPath, SourceDoc
-
-_MODULE_FIELDS = ("root_module", "qat_module", "reference_quantized_module", "fused_module")
-_SETTERS = {
-    "root_module": "set_root_module",
-    "qat_module": "set_qat_module",
-    "reference_quantized_module": "set_reference_quantized_module",
-    "fused_module": "set_fused_module",
-    "root_node_getter": "_set_root_node_getter",
-    "extra_inputs_getter": "_set_extra_inputs_getter",
-}
 
 
 @dataclass
@@ -49,11 +40,11 @@ class Origin:
 
 @dataclass
 class Compiled:
-    """The result of compiling one spec: the config, per-pattern origins, and problems."""
+    """The result of compiling one spec: the config and where each pattern came from (problems
+    are raised as SpecError, never returned)."""
 
     backend_config: Any
     origins: dict[Any, Origin] = field(default_factory=dict)
-    diagnostics: list[Diagnostic] = field(default_factory=list)
 
 
 def pattern_key(config: Any) -> Any:
@@ -143,50 +134,46 @@ class Compiler:
         return None if fused is None else sequential_fuser(fused, arity)
 
     def pattern_config(self, index: int, model: PatternModel) -> Any:
+        """The BackendPatternConfig of one entry: every field of the table through its setter."""
         path: KeyPath = ("patterns", index)
         config = _torch.BackendPatternConfig()
-        if model.pattern is not None:
-            pattern = self.ops((*path, "pattern"), model.pattern, Kind.OP)
-            if pattern is not None and not _has_none(pattern):
-                config.set_pattern(pattern)
-            arity = 1 if isinstance(model.pattern, str) else len(model.pattern)
-        else:
-            pattern = self.ops(
-                (*path, "pattern_complex_format"), model.pattern_complex_format, Kind.COMPLEX_OP
-            )
-            if pattern is not None and not _has_none(pattern):
-                config._set_pattern_complex_format(pattern)
-            arity = _complex_arity(model.pattern_complex_format)
-        if model.observation_type is not None:
-            config.set_observation_type(_observation_type(model.observation_type))
-        config.set_dtype_configs(self.pattern_dtype_configs(path, model))
-        for field_name in _SETTERS:
-            value = getattr(model, field_name)
-            if value is not None:
-                kind = Kind.MODULE if field_name in _MODULE_FIELDS else Kind.FUNCTION
-                obj = self.name((*path, field_name), value, kind)
-                if obj is not None:
-                    getattr(config, _SETTERS[field_name])(obj)
-        if model.fuser_method is not None:
-            fuser = self.fuser((*path, "fuser_method"), model.fuser_method, arity)
-            if fuser is not None:
-                config.set_fuser_method(fuser)
-        if model.num_tensor_args_to_observation_type:
-            config._set_num_tensor_args_to_observation_type(
-                {
-                    n: _observation_type(t)
-                    for n, t in model.num_tensor_args_to_observation_type.items()
-                }
-            )
-        if model.input_type_to_index:
-            config._set_input_type_to_index(dict(model.input_type_to_index))
+        arity = _arity(model)
+        for spec in PATTERN_FIELDS:
+            value = getattr(model, spec.key)
+            if value is None or (spec.kind not in PATTERN_KINDS and not value):
+                continue  # unset: torch's default stays
+            obj = self.field_value((*path, spec.key), spec.kind, value, arity)
+            if obj is not None and not _has_none(obj):
+                getattr(config, spec.setter)(obj)
         return config
 
-    def pattern_dtype_configs(self, path: KeyPath, model: PatternModel) -> list[Any]:
+    def field_value(self, path: KeyPath, kind: FieldKind, value: Any, arity: int) -> Any:
+        """The torch value of one spec field (None, with diagnostics, when unusable)."""
+        if kind is FieldKind.PATTERN:
+            return self.ops(path, value, Kind.OP)
+        if kind is FieldKind.COMPLEX_PATTERN:
+            return self.ops(path, value, Kind.COMPLEX_OP)
+        if kind is FieldKind.OBSERVATION_TYPE:
+            return _observation_type(value)
+        if kind is FieldKind.DTYPE_CONFIGS:
+            return self.pattern_dtype_configs(path, value)
+        if kind in MODULE_KINDS:
+            return self.name(path, value, Kind.MODULE)
+        if kind is FieldKind.FUNCTION:
+            return self.name(path, value, Kind.FUNCTION)
+        if kind is FieldKind.FUSER:
+            return self.fuser(path, value, arity)
+        if kind is FieldKind.OBSERVATION_TYPE_MAP:
+            return {n: _observation_type(t) for n, t in value.items()}
+        if kind is FieldKind.INDEX_MAP:
+            return dict(value)
+        raise KeyError(f"the compiler does not know field kind {kind}")
+
+    def pattern_dtype_configs(self, path: KeyPath, refs: list[Any]) -> list[Any]:
         configs = []
-        for i, ref in enumerate(model.dtype_configs):
+        for i, ref in enumerate(refs):
             if isinstance(ref, str):
-                config = self.named_dtype_config((*path, "dtype_configs", i), ref)
+                config = self.named_dtype_config((*path, i), ref)
             else:
                 config = self.dtype_config(ref)
             if config is not None:
@@ -217,8 +204,10 @@ def _has_none(pattern: Any) -> bool:
     return pattern is None
 
 
-def _complex_arity(pattern: Any) -> int:
-    """The number of modules a fuser of a complex pattern receives (top-level items)."""
+def _arity(model: PatternModel) -> int:
+    """The number of modules a fuser of the entry receives: the ops of a forward pattern, the
+    top-level items of a complex one."""
+    pattern = model.pattern if model.pattern is not None else model.pattern_complex_format
     return len(pattern) if isinstance(pattern, list) else 1
 
 

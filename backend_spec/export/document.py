@@ -17,6 +17,7 @@ from backend_spec.diagnostics import Diagnostic, SpecError, format_key_path
 from backend_spec.export.dtypes import DTypeConfigTable, DTypeDoc
 from backend_spec.export.families import family_of
 from backend_spec.names.naming import object_name, op_name, sequential_class
+from backend_spec.spec.fields import MODULE_KINDS, PATTERN_FIELDS, FieldKind
 
 #: Diagnostic code of an object the exporter cannot name.
 UNNAMEABLE = codes.UNNAMEABLE
@@ -24,20 +25,6 @@ UNNAMEABLE = codes.UNNAMEABLE
 UNWRITABLE = codes.UNWRITABLE
 
 _DEFAULT_OBSERVATION = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
-
-#: Module-class fields: spec key -> BackendPatternConfig attribute.
-_MODULE_FIELDS: tuple[tuple[str, str], ...] = (
-    ("root_module", "root_module"),
-    ("qat_module", "qat_module"),
-    ("reference_quantized_module", "reference_quantized_module"),
-    ("fused_module", "fused_module"),
-)
-
-#: Function fields after ``fuser_method``: spec key -> BackendPatternConfig attribute.
-_GETTER_FIELDS: tuple[tuple[str, str], ...] = (
-    ("root_node_getter", "_root_node_getter"),
-    ("extra_inputs_getter", "_extra_inputs_getter"),
-)
 
 
 @dataclass
@@ -113,32 +100,34 @@ class _EntryBuilder:
     entry: dict[str, Any] = field(default_factory=dict)
 
     def build(self) -> dict[str, Any]:
-        config = self.config
-        if config._pattern_complex_format is not None:
-            self._put("pattern_complex_format", _nested_names, config._pattern_complex_format)
-        else:
-            self._put("pattern", _forward_pattern_doc, config.pattern)
-        if config.observation_type != _DEFAULT_OBSERVATION:
-            self.entry["observation_type"] = observation_type_name(config.observation_type)
-        if config.dtype_configs:
-            self._put("dtype_configs", self.table.names_of, config.dtype_configs)
-        for key, attr in _MODULE_FIELDS:
-            self._put(key, _name, getattr(config, attr))
-        self._put("fuser_method", _fuser_doc, config.fuser_method)
-        for key, attr in _GETTER_FIELDS:
-            self._put(key, _name, getattr(config, attr))
-        if config._num_tensor_args_to_observation_type:
-            self.entry["num_tensor_args_to_observation_type"] = {
-                int(n): observation_type_name(t)
-                for n, t in config._num_tensor_args_to_observation_type.items()
-            }
-        if config._input_type_to_index:
-            self.entry["input_type_to_index"] = dict(config._input_type_to_index)
+        """Every field of the table that differs from torch's default, in spec order."""
+        for spec in PATTERN_FIELDS:
+            value = getattr(self.config, spec.getter)
+            if not _is_default(spec.kind, value):
+                self._put(spec.key, self._converter(spec.kind), value)
         return self.entry
 
+    def _converter(self, kind: FieldKind) -> Callable[[Any], Any]:
+        """How a field of ``kind`` is written (it raises ``_Unnameable`` for a nameless object)."""
+        if kind is FieldKind.PATTERN:
+            return _forward_pattern_doc
+        if kind is FieldKind.COMPLEX_PATTERN:
+            return _nested_names
+        if kind is FieldKind.OBSERVATION_TYPE:
+            return observation_type_name
+        if kind is FieldKind.DTYPE_CONFIGS:
+            return self.table.names_of
+        if kind in MODULE_KINDS or kind is FieldKind.FUNCTION:
+            return _name
+        if kind is FieldKind.FUSER:
+            return _fuser_doc
+        if kind is FieldKind.OBSERVATION_TYPE_MAP:
+            return lambda value: {int(n): observation_type_name(t) for n, t in value.items()}
+        if kind is FieldKind.INDEX_MAP:
+            return dict
+        raise KeyError(f"the exporter does not know field kind {kind}")
+
     def _put(self, key: str, convert: Callable[[Any], Any], value: Any) -> None:
-        if value is None:
-            return
         try:
             self.entry[key] = convert(value)
         except _Unnameable as exc:
@@ -168,6 +157,13 @@ class _EntryBuilder:
                 key_path=path,
             )
         )
+
+
+def _is_default(kind: FieldKind, value: Any) -> bool:
+    """Whether a field still holds torch's default, so the entry leaves it out."""
+    if kind is FieldKind.OBSERVATION_TYPE:
+        return value == _DEFAULT_OBSERVATION
+    return value is None or (isinstance(value, (list, dict)) and not value)
 
 
 def _forward_pattern_doc(pattern: Any) -> str | list[str]:

@@ -17,6 +17,7 @@ from backend_spec.names.vocabulary import (
     METHOD_PREFIX,
     SPECIAL_NAMES,
 )
+from backend_spec.spec.fields import MODULE_KINDS, PATTERN_FIELDS, PATTERN_KINDS, FieldKind
 
 _INDENT = "    "
 
@@ -86,40 +87,39 @@ class _Writer:
         return f"_sequential({fused})"
 
     def entry(self, doc: dict[str, Any], dtype_refs: dict[str, str]) -> list[str]:
-        calls: list[str] = []
-        if "pattern" in doc:
-            head = f"BackendPatternConfig({self.pattern(doc['pattern'])})"
-            arity = 1 if isinstance(doc["pattern"], str) else len(doc["pattern"])
-        else:
-            head = "BackendPatternConfig()"
-            complex_format = doc["pattern_complex_format"]
-            calls.append(f"._set_pattern_complex_format({self.pattern(complex_format)})")
-            arity = len(complex_format) if isinstance(complex_format, list) else 1
-        if "observation_type" in doc:
-            calls.append(f".set_observation_type({_observation(doc['observation_type'])})")
-        if doc.get("dtype_configs"):
-            refs = [
-                dtype_refs[ref] if isinstance(ref, str) else self.dtype_config(ref)
-                for ref in doc["dtype_configs"]
-            ]
-            calls.append(f".set_dtype_configs([{', '.join(refs)}])")
-        for key in ("root_module", "qat_module", "reference_quantized_module", "fused_module"):
-            if key in doc:
-                calls.append(f".set_{key}({self.name(doc[key])})")
-        if "fuser_method" in doc:
-            calls.append(f".set_fuser_method({self.fuser(doc['fuser_method'], arity)})")
-        for key in ("root_node_getter", "extra_inputs_getter"):
-            if key in doc:
-                calls.append(f"._set_{key}({self.name(doc[key])})")
-        if "num_tensor_args_to_observation_type" in doc:
-            mapping = ", ".join(
-                f"{int(n)}: {_observation(t)}"
-                for n, t in doc["num_tensor_args_to_observation_type"].items()
-            )
-            calls.append(f"._set_num_tensor_args_to_observation_type({{{mapping}}})")
-        if "input_type_to_index" in doc:
-            calls.append(f"._set_input_type_to_index({dict(doc['input_type_to_index'])!r})")
+        """The constructor and setter calls of one exported entry, in the table's order."""
+        head, calls = "BackendPatternConfig()", []
+        pattern = doc.get("pattern", doc.get("pattern_complex_format"))
+        arity = len(pattern) if isinstance(pattern, list) else 1
+        for spec in PATTERN_FIELDS:
+            if spec.key not in doc:
+                continue
+            expr = self.value(spec.kind, doc[spec.key], dtype_refs, arity)
+            if spec.kind is FieldKind.PATTERN:
+                head = f"BackendPatternConfig({expr})"
+            else:
+                calls.append(f".{spec.setter}({expr})")
         return [head, *calls]
+
+    def value(self, kind: FieldKind, value: Any, dtype_refs: dict[str, str], arity: int) -> str:
+        """The Python expression of one field's exported value."""
+        if kind in PATTERN_KINDS:
+            return self.pattern(value)
+        if kind is FieldKind.OBSERVATION_TYPE:
+            return _observation(value)
+        if kind is FieldKind.DTYPE_CONFIGS:
+            refs = [dtype_refs[r] if isinstance(r, str) else self.dtype_config(r) for r in value]
+            return f"[{', '.join(refs)}]"
+        if kind in MODULE_KINDS or kind is FieldKind.FUNCTION:
+            return self.name(value)
+        if kind is FieldKind.FUSER:
+            return self.fuser(value, arity)
+        if kind is FieldKind.OBSERVATION_TYPE_MAP:
+            mapping = ", ".join(f"{int(n)}: {_observation(t)}" for n, t in value.items())
+            return f"{{{mapping}}}"
+        if kind is FieldKind.INDEX_MAP:
+            return repr(dict(value))
+        raise KeyError(f"the Python emitter does not know field kind {kind}")
 
 
 def _observation(name: str) -> str:

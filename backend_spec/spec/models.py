@@ -16,6 +16,7 @@ from pydantic import (
     Field,
     Strict,
     Tag,
+    create_model,
     field_validator,
     model_validator,
 )
@@ -23,6 +24,7 @@ from pydantic_core import PydanticCustomError
 
 from backend_spec import codes
 from backend_spec.names.dtypes import dtype_range
+from backend_spec.spec.fields import PATTERN_FIELDS, FieldKind, PatternField, fields_of
 
 #: ``DTypeWithConstraints`` fields other than ``dtype``, in the order a spec lists them.
 CONSTRAINT_FIELDS: tuple[str, ...] = (
@@ -238,41 +240,50 @@ SimplePattern = Annotated[
 ]
 
 
-class PatternModel(_Strict):
+#: How each kind of field is typed in the format (the fields themselves: :mod:`.fields`).
+_KIND_TYPES: dict[FieldKind, Any] = {
+    FieldKind.PATTERN: SimplePattern | None,
+    FieldKind.COMPLEX_PATTERN: ComplexPattern | None,
+    FieldKind.OBSERVATION_TYPE: ObservationTypeName | None,
+    FieldKind.DTYPE_CONFIGS: list[DTypeConfigRef],
+    FieldKind.MODULE: Name | None,
+    FieldKind.FUSED_MODULE: Name | None,
+    FieldKind.FUSER: FuserMethod | None,
+    FieldKind.FUNCTION: Name | None,
+    FieldKind.OBSERVATION_TYPE_MAP: (
+        dict[Annotated[int, Strict(False)], ObservationTypeName] | None
+    ),
+    FieldKind.INDEX_MAP: dict[str, int] | None,
+}
+
+
+def _pattern_field(spec: PatternField) -> tuple[Any, Any]:
+    """(annotation, pydantic Field) of one row of the field table."""
+    extra: dict[str, Any] = {"description": spec.description} if spec.description else {}
+    if spec.kind is FieldKind.DTYPE_CONFIGS:
+        return _KIND_TYPES[spec.kind], Field(default_factory=list, **extra)
+    return _KIND_TYPES[spec.kind], Field(None, **extra)
+
+
+_PatternFields = create_model(
+    "_PatternFields",
+    __base__=_Strict,
+    **{spec.key: _pattern_field(spec) for spec in PATTERN_FIELDS},  # type: ignore[call-overload]
+)
+
+_OBSERVATION_TYPE_KEYS = tuple(f.key for f in fields_of(FieldKind.OBSERVATION_TYPE))
+_OBSERVATION_MAP_KEYS = tuple(f.key for f in fields_of(FieldKind.OBSERVATION_TYPE_MAP))
+
+
+class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
     """One supported op pattern (torch's ``BackendPatternConfig``)."""
 
-    pattern: SimplePattern | None = Field(
-        None, description="One op, or 2-3 ops in forward order (e.g. [nn.Conv2d, nn.ReLU])."
-    )
-    pattern_complex_format: ComplexPattern | None = None
-    observation_type: ObservationTypeName | None = None
-    dtype_configs: list[DTypeConfigRef] = Field(
-        default_factory=list, description="Names of top-level dtype configs, or inline ones."
-    )
-    root_module: Name | None = Field(None, description="nn.Module class at the root.")
-    qat_module: Name | None = Field(None, description="QAT module class for the root.")
-    reference_quantized_module: Name | None = Field(
-        None, description="Reference quantized module class for the root."
-    )
-    fused_module: Name | None = Field(None, description="Module class the fusion produces.")
-    fuser_method: FuserMethod | None = Field(
-        None, description="A function name, or {sequential: FusedModuleClass}."
-    )
-    root_node_getter: Name | None = Field(None, description="A function name.")
-    extra_inputs_getter: Name | None = Field(None, description="A function name.")
-    num_tensor_args_to_observation_type: (
-        dict[Annotated[int, Strict(False)], ObservationTypeName] | None
-    ) = None
-    input_type_to_index: dict[str, int] | None = Field(
-        None, description="Such as {weight: 1, bias: 2}."
-    )
-
-    @field_validator("observation_type")
+    @field_validator(*_OBSERVATION_TYPE_KEYS)
     @classmethod
     def _observation_type(cls, value: str | None) -> str | None:
         return None if value is None else check_observation_type(value)
 
-    @field_validator("num_tensor_args_to_observation_type")
+    @field_validator(*_OBSERVATION_MAP_KEYS)
     @classmethod
     def _observation_types(cls, value: dict[int, str] | None) -> dict[int, str] | None:
         if value is None:

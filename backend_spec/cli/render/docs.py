@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from backend_spec._torch import ObservationType
+from backend_spec.spec.fields import FieldKind, fields_of
 
 _OBSERVATION = {
     ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT: "own observer",
@@ -82,10 +83,7 @@ def _table(columns: tuple[str, ...], rows: list[list[str]]) -> list[str]:
 
 
 def _modules(config: Any) -> str:
-    names = [
-        _name(getattr(config, attr))
-        for attr in ("root_module", "qat_module", "reference_quantized_module")
-    ]
+    names = [_name(getattr(config, spec.getter)) for spec in fields_of(FieldKind.MODULE)]
     return " / ".join(n or "–" for n in names) if any(names) else ""
 
 

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from backend_spec.build.compiler import Compiled, pattern_key
 from backend_spec.cli.render.console import make_console
+from backend_spec.spec.fields import MODULE_KINDS, fields_of
 
 
 def _console() -> Console:
@@ -63,14 +64,9 @@ def print_pattern_table(compiled: Compiled) -> None:
         origin = compiled.origins.get(pattern_key(config))
         where = "" if origin is None else origin.source + (f":{origin.line}" if origin.line else "")
         modules = " ".join(
-            f"{tag}={_short(getattr(config, attr))}"
-            for tag, attr in (
-                ("root", "root_module"),
-                ("qat", "qat_module"),
-                ("ref", "reference_quantized_module"),
-                ("fused", "fused_module"),
-            )
-            if getattr(config, attr) is not None
+            f"{spec.short}={_short(getattr(config, spec.getter))}"
+            for spec in fields_of(*MODULE_KINDS)
+            if getattr(config, spec.getter) is not None
         )
         table.add_row(
             str(i),

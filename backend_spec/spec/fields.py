@@ -1,0 +1,162 @@
+"""THE table of ``BackendPatternConfig`` fields: the one place to add a torch field.
+
+Each row says how a field is spelled in a spec, how torch reads it (getter attribute) and sets it
+(setter method), and its kind. Everything that lists fields iterates this table: the pydantic
+model (:mod:`backend_spec.spec.models`), the compiler, the canonical description and diff
+(:mod:`backend_spec.analysis.compare`), the exporter's document, the standalone Python module,
+``bespec show`` and ``bespec docs``. Each of them handles fields by *kind*, so a new field of an
+existing kind is one row here; a new kind fails loudly (a ``KeyError`` on the kind) in each
+consumer until it is taught the kind. ``tests/test_fields.py`` compares the table with torch's
+setters and ``to_dict()`` keys, so a field torch adds fails the suite until it is listed.
+
+The order is the order of keys in a spec entry (and of the exporter's output).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class FieldKind(Enum):
+    """What a field holds, which decides how it is validated, resolved, written and compared."""
+
+    PATTERN = "op pattern in forward order"
+    COMPLEX_PATTERN = "op pattern in torch's reversed nested format"
+    OBSERVATION_TYPE = "observation type"
+    DTYPE_CONFIGS = "list of dtype configs"
+    MODULE = "module class used when quantizing (root, QAT, reference)"
+    FUSED_MODULE = "module class a fusion produces"
+    FUSER = "fuser function, or {sequential: FusedModuleClass}"
+    FUNCTION = "function"
+    OBSERVATION_TYPE_MAP = "mapping int -> observation type"
+    INDEX_MAP = "mapping str -> argument index"
+
+
+@dataclass(frozen=True)
+class PatternField:
+    """One ``BackendPatternConfig`` field.
+
+    ``key`` is the spec key, ``getter`` the attribute torch stores it in, ``setter`` the method
+    that sets it, ``short`` the tag of compact displays (``bespec show``), ``description`` the
+    JSON Schema's text ("" for none) and ``dict_key`` torch's ``to_dict()``/``from_dict()`` key
+    when it is not ``key``.
+    """
+
+    key: str
+    getter: str
+    setter: str
+    kind: FieldKind
+    short: str = ""
+    description: str = ""
+    dict_key: str = ""
+
+    @property
+    def torch_dict_key(self) -> str:
+        """The key of this field in ``BackendPatternConfig.to_dict()``."""
+        return self.dict_key or self.key
+
+
+PATTERN_FIELDS: tuple[PatternField, ...] = (
+    PatternField(
+        "pattern",
+        "pattern",
+        "set_pattern",
+        FieldKind.PATTERN,
+        description="One op, or 2-3 ops in forward order (e.g. [nn.Conv2d, nn.ReLU]).",
+    ),
+    PatternField(
+        "pattern_complex_format",
+        "_pattern_complex_format",
+        "_set_pattern_complex_format",
+        FieldKind.COMPLEX_PATTERN,
+    ),
+    PatternField(
+        "observation_type", "observation_type", "set_observation_type", FieldKind.OBSERVATION_TYPE
+    ),
+    PatternField(
+        "dtype_configs",
+        "dtype_configs",
+        "set_dtype_configs",
+        FieldKind.DTYPE_CONFIGS,
+        description="Names of top-level dtype configs, or inline ones.",
+    ),
+    PatternField(
+        "root_module",
+        "root_module",
+        "set_root_module",
+        FieldKind.MODULE,
+        short="root",
+        description="nn.Module class at the root.",
+    ),
+    PatternField(
+        "qat_module",
+        "qat_module",
+        "set_qat_module",
+        FieldKind.MODULE,
+        short="qat",
+        description="QAT module class for the root.",
+    ),
+    PatternField(
+        "reference_quantized_module",
+        "reference_quantized_module",
+        "set_reference_quantized_module",
+        FieldKind.MODULE,
+        short="ref",
+        description="Reference quantized module class for the root.",
+        dict_key="reference_quantized_module_for_root",
+    ),
+    PatternField(
+        "fused_module",
+        "fused_module",
+        "set_fused_module",
+        FieldKind.FUSED_MODULE,
+        short="fused",
+        description="Module class the fusion produces.",
+    ),
+    PatternField(
+        "fuser_method",
+        "fuser_method",
+        "set_fuser_method",
+        FieldKind.FUSER,
+        description="A function name, or {sequential: FusedModuleClass}.",
+    ),
+    PatternField(
+        "root_node_getter",
+        "_root_node_getter",
+        "_set_root_node_getter",
+        FieldKind.FUNCTION,
+        description="A function name.",
+    ),
+    PatternField(
+        "extra_inputs_getter",
+        "_extra_inputs_getter",
+        "_set_extra_inputs_getter",
+        FieldKind.FUNCTION,
+        description="A function name.",
+    ),
+    PatternField(
+        "num_tensor_args_to_observation_type",
+        "_num_tensor_args_to_observation_type",
+        "_set_num_tensor_args_to_observation_type",
+        FieldKind.OBSERVATION_TYPE_MAP,
+    ),
+    PatternField(
+        "input_type_to_index",
+        "_input_type_to_index",
+        "_set_input_type_to_index",
+        FieldKind.INDEX_MAP,
+        description="Such as {weight: 1, bias: 2}.",
+    ),
+)
+
+#: Kinds whose value is a module class.
+MODULE_KINDS = frozenset({FieldKind.MODULE, FieldKind.FUSED_MODULE})
+
+#: Kinds that hold the pattern itself (exactly one of them is set per entry).
+PATTERN_KINDS = frozenset({FieldKind.PATTERN, FieldKind.COMPLEX_PATTERN})
+
+
+def fields_of(*kinds: FieldKind) -> tuple[PatternField, ...]:
+    """The fields of the given kinds, in table order."""
+    return tuple(f for f in PATTERN_FIELDS if f.kind in kinds)
