@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +36,18 @@ def tool_settings(start: Path) -> dict[str, Any]:
     return settings if isinstance(settings, dict) else {}
 
 
-def allow_imports_for(spec: Path, extra: list[str] | None = None) -> list[str]:
-    """The allow-list for a spec: the CLI's ``--allow-import`` plus the project's setting."""
-    configured = tool_settings(spec.parent if spec.suffix else spec).get("allow_imports", [])
+def project_allow_imports(
+    extra: Iterable[str] | None = None, project: Path | None = None
+) -> list[str]:
+    """The allow-list of a command: ``extra`` (``--allow-import``, the API) plus
+    ``[tool.bespec] allow_imports`` of the project's pyproject.toml.
+
+    The project is found from ``project`` (default: the working directory) upward, never from
+    a spec file's folder: a spec is untrusted, and a pyproject.toml lying next to it must not
+    widen what it may import.
+    """
+    configured = tool_settings(project or Path.cwd()).get("allow_imports", [])
+    if not isinstance(configured, list):
+        configured = []
     names = [*(extra or []), *(n for n in configured if isinstance(n, str))]
     return list(dict.fromkeys(names))

@@ -70,21 +70,55 @@ def test_misuse_exits_2(tmp_path):
     assert runner.invoke(app, ["export", "no_such_backend"]).exit_code == 2
 
 
-def test_allow_imports_from_nearest_pyproject(tmp_path):
+CUSTOM_SPEC = (
+    "name: c\npatterns:\n  - pattern: [nn.Linear, nn.ReLU]\n"
+    "    fused_module: nni.LinearReLU\n"
+    "    fuser_method: bespec_custom_fusers.fuse_linear_relu\n"
+)
+ALLOW_CUSTOM = '[tool.bespec]\nallow_imports = ["bespec_custom_fusers"]\n'
+
+
+def test_allow_imports_from_the_working_directory_pyproject(tmp_path, monkeypatch):
     spec = tmp_path / "specs" / "custom.yaml"
     spec.parent.mkdir()
-    spec.write_text(
-        "name: c\npatterns:\n  - pattern: [nn.Linear, nn.ReLU]\n"
-        "    fused_module: nni.LinearReLU\n"
-        "    fuser_method: bespec_custom_fusers.fuse_linear_relu\n"
-    )
+    spec.write_text(CUSTOM_SPEC)
+    monkeypatch.chdir(tmp_path)
     assert runner.invoke(app, ["compile", str(spec)]).exit_code == 1
     allowed = ["compile", str(spec), "--allow-import", "bespec_custom_fusers"]
     assert runner.invoke(app, allowed).exit_code == 0
-    (tmp_path / "pyproject.toml").write_text(
-        '[tool.bespec]\nallow_imports = ["bespec_custom_fusers"]\n'
-    )
+    (tmp_path / "pyproject.toml").write_text(ALLOW_CUSTOM)
     assert runner.invoke(app, ["compile", str(spec)]).exit_code == 0
+    monkeypatch.chdir(spec.parent)  # the project is found upward from the working directory
+    assert runner.invoke(app, ["compile", "custom.yaml"]).exit_code == 0
+
+
+def test_a_pyproject_next_to_an_untrusted_spec_does_not_widen_the_allow_list(tmp_path, monkeypatch):
+    untrusted = tmp_path / "downloads"
+    untrusted.mkdir()
+    (untrusted / "pyproject.toml").write_text(ALLOW_CUSTOM)
+    spec = untrusted / "custom.yaml"
+    spec.write_text(CUSTOM_SPEC)
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    for command in (["compile"], ["show"], ["lint"], ["docs"]):
+        result = runner.invoke(app, [*command, str(spec)])
+        assert result.exit_code == 1, (command, result.output)
+        assert "BS3" in result.output, (command, result.output)
+
+
+@pytest.mark.parametrize("command", [["diff", "x86"], ["docs"], ["show"], ["export"]])
+def test_backend_commands_honour_the_project_allow_list(tmp_path, monkeypatch, command):
+    spec = tmp_path / "custom.yaml"
+    spec.write_text(CUSTOM_SPEC)
+    monkeypatch.chdir(tmp_path)
+    refused = runner.invoke(app, [*command, str(spec)])
+    assert refused.exit_code in (1, 2) and "BS3" in refused.output, refused.output
+    (tmp_path / "pyproject.toml").write_text(ALLOW_CUSTOM)
+    accepted = runner.invoke(app, [*command, str(spec)])
+    # diff exits 1 because x86 and the spec differ; the others 0.
+    assert accepted.exit_code == (1 if command[0] == "diff" else 0), accepted.output
+    assert "LinearReLU" in accepted.output or "nn.Linear" in accepted.output
 
 
 def test_checked_in_schema_is_current():

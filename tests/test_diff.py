@@ -7,11 +7,16 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from backend_spec.build.backends import load_backend
 from backend_spec.cli.app import app
-from backend_spec.cli.render.diff import diff_refs
+from backend_spec.cli.render.diff import diff_configs
 
 ROOT = Path(__file__).resolve().parent.parent
 TUTORIAL = str(ROOT / "specs" / "tutorial.yaml")
+
+
+def diff_refs(a: str, b: str):
+    return diff_configs(load_backend(a), load_backend(b))
 
 
 def run(*args: str):

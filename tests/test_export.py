@@ -23,7 +23,8 @@ from backend_spec._torch import (
     ObservationType,
     torch,
 )
-from backend_spec.export import build_document, dump, export_builtin
+from backend_spec.build.backends import load_backend
+from backend_spec.export import build_document, dump
 from backend_spec.export.dtypes import DTypeConfigTable, derived_name
 from backend_spec.names.naming import object_name, op_name
 from backend_spec.names.resolver import Resolver
@@ -49,7 +50,7 @@ BUILTINS = list(BUILTIN_BACKENDS)
 
 @functools.cache
 def builtin(name: str) -> BackendConfig:
-    return export_builtin(name)
+    return load_backend(name)
 
 
 @functools.cache
@@ -391,15 +392,14 @@ def test_yaml_floats_are_floats_for_yaml_1_1_parsers_too() -> None:
 
 def test_dump_is_deterministic_within_a_process() -> None:
     for fmt in ("yaml", "toml"):
-        assert dump(export_builtin("onednn"), format=fmt) == dump(
-            export_builtin("onednn"), format=fmt
-        )
+        assert dump(load_backend("onednn"), format=fmt) == dump(load_backend("onednn"), format=fmt)
 
 
 @pytest.mark.slow
 def test_dump_is_byte_identical_across_processes() -> None:
     script = (
-        "import sys, backend_spec.export as e; sys.stdout.write(e.dump(e.export_builtin('x86')))"
+        "import sys, backend_spec, backend_spec.build.backends as b; "
+        "sys.stdout.write(backend_spec.dump(b.load_backend('x86')))"
     )
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     out = subprocess.run(
@@ -422,36 +422,6 @@ def test_observation_types_and_optional_fields() -> None:
         "observation_type": "input_output_not_observed",
         "num_tensor_args_to_observation_type": {1: "output_share_observer_with_input"},
     }
-
-
-# -- export_builtin -----------------------------------------------------------------------------
-
-
-def _answer() -> BackendConfig:
-    return BackendConfig("from_callable")
-
-
-CONFIG = BackendConfig("from_attribute")
-
-
-def test_export_builtin_accepts_names_and_module_refs() -> None:
-    assert export_builtin("qnnpack").name == "qnnpack"
-    assert export_builtin(f"{__name__}:CONFIG") is CONFIG
-    assert export_builtin(f"{__name__}:_answer").name == "from_callable"
-
-
-@pytest.mark.parametrize(
-    ("ref", "message"),
-    [
-        ("fbgem", "unknown backend 'fbgem'"),
-        ("no_such_module_xyz:x", "cannot import"),
-        (f"{__name__}:missing", "no attribute"),
-        (f"{__name__}:EXACT_FLOATS", "not a BackendConfig"),
-    ],
-)
-def test_export_builtin_errors_are_value_errors(ref: str, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        export_builtin(ref)
 
 
 def test_python_m_entry_point_writes_a_file(tmp_path: Path) -> None:

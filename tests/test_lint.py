@@ -188,10 +188,11 @@ def _builtin_spec(name: str, tmp_path: Path) -> Path:
     committed = SPECS / f"{name}.yaml"
     if committed.is_file():
         return committed
-    from backend_spec.export import dump, export_builtin
+    from backend_spec.build.backends import load_backend
+    from backend_spec.export import dump
 
     path = tmp_path / f"{name}.yaml"
-    path.write_text(dump(export_builtin(name)))
+    path.write_text(dump(load_backend(name)))
     return path
 
 

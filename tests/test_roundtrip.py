@@ -20,7 +20,8 @@ from backend_spec._torch import (
     torch,
 )
 from backend_spec.analysis.compare import describe, describe_backend, diff
-from backend_spec.export import dump, export_builtin
+from backend_spec.build.backends import load_backend
+from backend_spec.export import dump
 from backend_spec.names.vocabulary import BUILTIN_BACKENDS
 
 nn = torch.nn
@@ -30,7 +31,7 @@ FORMATS = ["yaml", "toml"]
 
 @functools.cache
 def builtin(name: str) -> BackendConfig:
-    return export_builtin(name)
+    return load_backend(name)
 
 
 def round_trip(bc: BackendConfig, fmt: str) -> BackendConfig:

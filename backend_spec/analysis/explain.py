@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from backend_spec._torch import quiet, torch
+from backend_spec.names.importer import call_ref, import_ref, object_of
 
 # -- the tutorial's model ----------------------------------------------------------------------
 
@@ -53,29 +54,10 @@ def tutorial_model() -> tuple[torch.nn.Module, tuple[Any, ...]]:
 # -- references typed on the command line ------------------------------------------------------
 
 
-def import_ref(ref: str) -> Any:
-    """The object ``module:attr`` names (called if callable). The user typed it, so importing
-    it is trusted like running a script. ValueError when it cannot be found."""
-    module_name, colon, attr = ref.partition(":")
-    if not colon or not module_name or not attr:
-        raise ValueError(f"{ref!r} is not module:attr")
-    try:
-        with quiet():
-            obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"cannot import {module_name!r}: {exc}") from exc
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise ValueError(f"{module_name!r} has no attribute {attr!r}")
-        obj = getattr(obj, part)
-    return obj
-
-
 def model_from_factory(ref: str) -> tuple[torch.nn.Module, tuple[Any, ...]]:
     """``(model, example_inputs)`` from a ``module:factory`` reference."""
     factory = import_ref(ref)
-    with quiet():
-        result = factory() if callable(factory) else factory
+    result = call_ref(factory, ref) if callable(factory) else factory
     if (
         not isinstance(result, tuple)
         or len(result) != 2
@@ -93,13 +75,7 @@ def qconfig_mapping_from(ref: str | None) -> Any:
     if ref is None:
         with quiet():
             return get_default_qconfig_mapping()
-    obj = import_ref(ref)
-    if callable(obj) and not isinstance(obj, QConfigMapping):
-        with quiet():
-            obj = obj()
-    if not isinstance(obj, QConfigMapping):
-        raise ValueError(f"{ref} is a {type(obj).__name__}, not a QConfigMapping")
-    return obj
+    return object_of(ref, QConfigMapping, "QConfigMapping")
 
 
 # -- the report --------------------------------------------------------------------------------

@@ -58,6 +58,13 @@ def compile_file(
         return _guarded(lambda: _compile_path(Path(path), resolver, ()))
 
 
+def builtin_compiled(name: str) -> Compiled:
+    """A torch built-in backend, each pattern's origin ``torch:NAME``."""
+    config = builtin_backend_config(name)
+    origin = Origin(f"torch:{name}")
+    return Compiled(config, {pattern_key(c): origin for c in config.configs})
+
+
 def _guarded(build: Any) -> Compiled:
     """Run a build; any failure that is not already a SpecError becomes one, never a traceback.
 
@@ -190,9 +197,7 @@ def _base(
         return None
     where = ("extends",)
     if spec.extends in BUILTIN_BACKENDS:
-        config = builtin_backend_config(spec.extends)
-        origin = Origin(f"torch:{spec.extends}")
-        return Compiled(config, {pattern_key(c): origin for c in config.configs})
+        return builtin_compiled(spec.extends)
     path = (base_dir / spec.extends).resolve()
     if path in chain:
         cycle = " -> ".join(p.name for p in (*chain, path))

@@ -17,33 +17,29 @@ from dataclasses import dataclass
 from typing import Any
 
 from backend_spec.check.results import PatternResult
-from backend_spec.names.vocabulary import BUILTIN_BACKENDS, builtin_backend_config
 
 
 @dataclass(frozen=True)
 class BackendSource:
-    """A picklable recipe for a BackendConfig: a built-in name or a spec file."""
+    """A picklable recipe for a BackendConfig: a backend reference (a spec file, made absolute,
+    a built-in name or ``module:attr``; see :mod:`backend_spec.build.backends`)."""
 
-    builtin: str | None = None
-    path: str | None = None
+    ref: str
     allow_imports: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, backend: Any, allow_imports: Iterable[str] = ()) -> BackendSource | None:
-        """The source of a name or path; ``None`` for a BackendConfig object."""
+        """The source of a reference or path; ``None`` for a BackendConfig object."""
         if isinstance(backend, (str, os.PathLike)):
             text = os.fspath(backend)
-            if text in BUILTIN_BACKENDS and not os.path.exists(text):
-                return cls(builtin=text)
-            return cls(path=os.path.abspath(text), allow_imports=tuple(allow_imports))
+            ref = os.path.abspath(text) if os.path.isfile(text) else text
+            return cls(ref, tuple(allow_imports))
         return None
 
     def build(self) -> Any:
-        if self.builtin is not None:
-            return builtin_backend_config(self.builtin)
-        import backend_spec
+        from backend_spec.build.backends import load_backend
 
-        return backend_spec.load(self.path, allow_imports=list(self.allow_imports))
+        return load_backend(self.ref, self.allow_imports)
 
 
 _WORKER: dict[str, Any] = {}

@@ -441,7 +441,7 @@ def run_check(
     source = parallel.BackendSource.of(backend, allow_imports)
     backend_config = source.build() if source else backend
     engine = host_engine(engine)
-    report = CheckReport(backend=_backend_name(backend, backend_config), engine=engine)
+    report = CheckReport(backend=_backend_name(backend), engine=engine)
     cases = pattern_cases(backend_config, engine)
     if jobs > 1 and source is not None:
         report.patterns = parallel.check_patterns(source, engine, len(cases), jobs, progress)
@@ -458,10 +458,9 @@ def run_check(
     return report
 
 
-def _backend_name(backend: Any, backend_config: BackendConfig) -> str:
-    if isinstance(backend, BackendConfig):
-        return backend.name
-    return str(backend)
+def _backend_name(backend: BackendConfig | str | os.PathLike[str]) -> str:
+    """The report's name of a backend: a config's own name, else the reference as given."""
+    return backend.name if isinstance(backend, BackendConfig) else os.fspath(backend)
 
 
 def resolve_models(
@@ -484,16 +483,10 @@ def resolve_models(
 
 
 def import_factory(reference: str) -> ModelFactory:
-    """``package.module:factory`` -> the factory (the current directory is importable)."""
-    import importlib
-    import sys
+    """``package.module:factory`` (or ``file.py:factory``) -> the factory, not yet called."""
+    from backend_spec.names.importer import import_ref
 
-    module_name, sep, attr = reference.partition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(f"expected module:factory, got {reference!r}")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    factory = getattr(importlib.import_module(module_name), attr)
+    factory = import_ref(reference)
     if not callable(factory):
         raise ValueError(f"{reference} is not callable")
     return factory

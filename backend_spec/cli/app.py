@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from backend_spec.cli.render.diagnostics import FORMATS as REPORT_FORMATS
 from backend_spec.diagnostics import SpecError
 from backend_spec.quiet import silence_globally
 
@@ -29,6 +30,23 @@ AllowImport = Annotated[
     ),
 ]
 SpecArg = Annotated[Path, typer.Argument(help="A spec file (.yaml, .yml or .toml).")]
+BackendArg = Annotated[
+    str, typer.Argument(help="A spec file, a built-in backend (fbgemm, x86...) or module:attr.")
+]
+
+
+def format_option(*choices: str, help: str) -> Any:  # noqa: A002 (typer's keyword)
+    """The ``--format`` option of a command: validated here, once, against ``choices``."""
+
+    def check(value: str | None) -> str | None:
+        if value is not None and value not in choices:
+            raise typer.BadParameter(f"must be one of {', '.join(choices)}, not {value!r}")
+        return value
+
+    return typer.Option("--format", help=help, callback=check)
+
+
+TextOrJson = Annotated[str, format_option("text", "json", help="text or json.")]
 
 
 def fail_usage(message: str) -> typer.Exit:
@@ -53,15 +71,34 @@ def report_errors(error: SpecError) -> typer.Exit:
     return typer.Exit(1)
 
 
-def compile_spec(spec: Path, allow_import: list[str] | None):
-    """Compile a spec file with its effective allow-list; SpecError reported as exit 1."""
-    from backend_spec.build.loader import compile_file
-    from backend_spec.settings import allow_imports_for
+def allowed(allow_import: list[str] | None) -> list[str]:
+    """The effective allow-list: ``--allow-import`` plus the project's (working directory's)
+    ``[tool.bespec] allow_imports``; never settings found next to a spec."""
+    from backend_spec.settings import project_allow_imports
+
+    return project_allow_imports(allow_import)
+
+
+def load_ref(ref: str, allow_import: list[str] | None, spec_errors_exit: int = 1):
+    """The compiled backend an argument names (spec file, built-in or module:attr).
+
+    A reference that names nothing usable exits 2 with one line; a spec's problems are
+    printed and exit ``spec_errors_exit``.
+    """
+    from backend_spec.build.backends import load_compiled
 
     try:
-        return compile_file(existing(spec), allow_imports_for(spec, allow_import))
+        return load_compiled(ref, allowed(allow_import))
+    except ValueError as exc:
+        raise fail_usage(str(exc)) from None
     except SpecError as error:
-        raise report_errors(error) from None
+        report_errors(error)
+        raise typer.Exit(spec_errors_exit) from None
+
+
+def compile_spec(spec: Path, allow_import: list[str] | None):
+    """Compile a spec file with its effective allow-list; SpecError reported as exit 1."""
+    return load_ref(str(existing(spec)), allow_import)
 
 
 @app.command("compile")
@@ -108,22 +145,20 @@ def write_emitted_test(
 ) -> None:
     """The regression test bespec emits beside the BackendConfig, for the user's own CI."""
     from backend_spec.check import emit_test
-    from backend_spec.settings import allow_imports_for
 
     golden = golden or test_path.with_suffix(".golden.json")
-    emit_test(spec, golden, test_path, allow_imports=allow_imports_for(spec, allow_import))
+    emit_test(spec, golden, test_path, allow_imports=allowed(allow_import))
     typer.echo(f"wrote {test_path}")
     if not golden.exists():
         typer.echo(f"create its golden with: bespec check {spec} --golden {golden} --update-golden")
 
 
 @app.command("show")
-def show_command(spec: SpecArg, allow_import: AllowImport = None) -> None:
-    """Print the resolved pattern table of SPEC, with where each entry came from."""
+def show_command(backend: BackendArg, allow_import: AllowImport = None) -> None:
+    """Print the resolved pattern table of BACKEND, with where each entry came from."""
     from backend_spec.cli.render.summary import print_pattern_table
 
-    compiled = compile_spec(spec, allow_import)
-    print_pattern_table(compiled)
+    print_pattern_table(load_ref(backend, allow_import))
 
 
 @app.command("schema")
@@ -138,25 +173,20 @@ def schema_command() -> None:
 
 @app.command("export")
 def export_command(
-    name: Annotated[
-        str, typer.Argument(help="A built-in backend (native, fbgemm, ...) or module:attr.")
-    ],
+    name: BackendArg,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write here.")] = None,
     fmt: Annotated[
-        str | None, typer.Option("--format", help="yaml or toml (default: from -o, else yaml).")
+        str | None,
+        format_option("yaml", "toml", help="yaml or toml (default: from -o, else yaml)."),
     ] = None,
+    allow_import: AllowImport = None,
 ) -> None:
     """Write a BackendConfig as a spec."""
-    from backend_spec.export import dump, export_builtin
+    from backend_spec.export import dump
 
     if fmt is None:
         fmt = "toml" if output is not None and output.suffix == ".toml" else "yaml"
-    if fmt not in ("yaml", "toml"):
-        raise fail_usage(f"--format must be yaml or toml, not {fmt!r}")
-    try:
-        config = export_builtin(name)
-    except (ValueError, ImportError, AttributeError) as exc:
-        raise fail_usage(str(exc)) from None
+    config = load_ref(name, allow_import).backend_config
     try:
         text = dump(config, format=fmt)
     except SpecError as error:
@@ -184,22 +214,18 @@ def lint_command(
     select: RuleTokens = None,
     ignore: RuleTokens = None,
     strict: Annotated[bool, typer.Option("--strict", help="Warnings fail the run too.")] = False,
-    fmt: Annotated[str, typer.Option("--format", help="text, json, github or sarif.")] = "text",
+    fmt: Annotated[
+        str, format_option(*REPORT_FORMATS, help="text, json, github or sarif.")
+    ] = "text",
     allow_import: AllowImport = None,
 ) -> None:
     """Report every problem of each SPEC: loader errors and semantic rules (docs/rules.md)."""
-    from backend_spec.cli.render.diagnostics import FORMATS
     from backend_spec.lint.session import lint_files, render
-    from backend_spec.settings import allow_imports_for
 
-    if fmt not in FORMATS:
-        raise fail_usage(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     for spec in specs:
         existing(spec)
     try:
-        report = lint_files(
-            specs, select, ignore, strict, lambda p: allow_imports_for(p, allow_import)
-        )
+        report = lint_files(specs, select, ignore, strict, allowed(allow_import))
     except ValueError as exc:
         raise fail_usage(str(exc)) from None
     sys.stdout.write(render(report, fmt, color=sys.stdout.isatty()))
@@ -225,14 +251,12 @@ def check_cli(
     update_golden: Annotated[
         bool, typer.Option("--update-golden", help="Write the result to --golden.")
     ] = False,
-    fmt: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
+    fmt: TextOrJson = "text",
     allow_import: AllowImport = None,
 ) -> None:
     """Quantize a minimal model per pattern, and the reference models, on the host CPU."""
     from backend_spec.check import check_command
-    from backend_spec.settings import allow_imports_for
 
-    allowed = allow_imports_for(Path(spec), allow_import)
     code = check_command(
         spec,
         engine=engine,
@@ -241,7 +265,7 @@ def check_cli(
         golden=None if golden is None else str(golden),
         update_golden=update_golden,
         fmt=fmt,
-        allow_imports=allowed,
+        allow_imports=allowed(allow_import),
     )
     raise typer.Exit(code)
 
@@ -251,7 +275,7 @@ def check_cli(
 
 @app.command("explain")
 def explain_command(
-    spec: SpecArg,
+    spec: BackendArg,
     model: Annotated[
         str, typer.Option("--model", help="module:factory returning (model, example_inputs).")
     ],
@@ -262,7 +286,7 @@ def explain_command(
             help="module:attr of a QConfigMapping (default: torch's get_default_qconfig_mapping).",
         ),
     ] = None,
-    fmt: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
+    fmt: TextOrJson = "text",
     allow_import: AllowImport = None,
 ) -> None:
     """Explain, node by node, what SPEC quantizes in a model and why nodes are skipped."""
@@ -270,9 +294,7 @@ def explain_command(
 
     from backend_spec.analysis import explain
 
-    if fmt not in ("text", "json"):
-        raise fail_usage(f"--format must be text or json, not {fmt!r}")
-    compiled = compile_spec(spec, allow_import)
+    compiled = load_ref(spec, allow_import)
     try:
         net, inputs = explain.model_from_factory(model)
         mapping = explain.qconfig_mapping_from(qconfig_mapping)
@@ -293,23 +315,16 @@ def explain_command(
 
 @app.command("diff")
 def diff_command(
-    a: Annotated[str, typer.Argument(help="A spec file or a built-in backend (fbgemm...).")],
-    b: Annotated[str, typer.Argument(help="A spec file or a built-in backend.")],
-    fmt: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
+    a: BackendArg,
+    b: BackendArg,
+    fmt: TextOrJson = "text",
     allow_import: AllowImport = None,
 ) -> None:
     """Show the patterns added, removed and changed from A to B (exit 1 when they differ)."""
     from backend_spec.cli.render import diff as diffing
 
-    if fmt not in ("text", "json"):
-        raise fail_usage(f"--format must be text or json, not {fmt!r}")
-    try:
-        differences = diffing.diff_refs(a, b, allow_import or ())
-    except FileNotFoundError as exc:
-        raise fail_usage(str(exc)) from None
-    except SpecError as error:
-        report_errors(error)
-        raise typer.Exit(2) from None
+    old, new = (load_ref(ref, allow_import, spec_errors_exit=2).backend_config for ref in (a, b))
+    differences = diffing.diff_configs(old, new)
     if fmt == "json":
         sys.stdout.write(diffing.render_json(differences))
     else:
@@ -351,20 +366,14 @@ def fmt_command(
 
 @app.command("docs")
 def docs_command(
-    spec: Annotated[str, typer.Argument(help="A spec file or a built-in backend (fbgemm...).")],
+    spec: BackendArg,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write here.")] = None,
     allow_import: AllowImport = None,
 ) -> None:
     """Print a Markdown table of what a backend supports."""
-    from backend_spec.cli.render.diff import load_backend
     from backend_spec.cli.render.docs import backend_markdown
 
-    try:
-        config = load_backend(spec, allow_import or ())
-    except FileNotFoundError as exc:
-        raise fail_usage(str(exc)) from None
-    except SpecError as error:
-        raise report_errors(error) from None
+    config = load_ref(spec, allow_import).backend_config
     text = backend_markdown(config, source=spec)
     if output is None:
         sys.stdout.write(text)

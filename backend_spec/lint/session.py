@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,19 +39,18 @@ def lint_files(
     select: Iterable[str] | None = None,
     ignore: Iterable[str] | None = None,
     strict: bool = False,
-    allow_imports_for: Callable[[Path], list[str]] | None = None,
+    allow_imports: Iterable[str] = (),
 ) -> LintReport:
     """Lint each file with the settings of its nearest pyproject.toml plus the CLI's.
 
-    ``allow_imports_for(path)`` gives a file's allow-list. Raises ValueError on a bad
+    ``allow_imports`` is the allow-list of every file. Raises ValueError on a bad
     selection or bad project settings (the caller's misuse, not a spec problem).
     """
     report = LintReport(files=len(paths))
     for path in paths:
         settings = merged(project_settings(path), select, ignore, strict)
         rules = select_rules(Selection(settings.select, settings.ignore))
-        allow = allow_imports_for(path) if allow_imports_for is not None else ()
-        found = lint_path(path, rules, allow)
+        found = lint_path(path, rules, allow_imports)
         report.diagnostics.extend(found)
         if any(d.severity is Severity.ERROR or settings.strict for d in found):
             report.failed = True

@@ -8,38 +8,17 @@ lays the differences out for people (grouped by pattern) and for tools (JSON).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from backend_spec.analysis.compare import Difference, diff
-from backend_spec.names.vocabulary import BUILTIN_BACKENDS, builtin_backend_config
 
-__all__ = ["diff_refs", "load_backend", "render_json", "render_text"]
-
-
-def load_backend(ref: str, allow_imports: Iterable[str] = ()) -> Any:
-    """A BackendConfig from a built-in backend name (``fbgemm``) or a spec file path.
-
-    A path that exists wins over a built-in name, so a file called ``native`` can be compared.
-    Raises SpecError for a spec with problems and FileNotFoundError for neither.
-    """
-    path = Path(ref)
-    if path.is_file():
-        from backend_spec.build.loader import compile_file
-
-        return compile_file(path, allow_imports).backend_config
-    if ref in BUILTIN_BACKENDS:
-        return builtin_backend_config(ref)
-    builtins = ", ".join(BUILTIN_BACKENDS)
-    raise FileNotFoundError(f"{ref!r} is neither a spec file nor a built-in backend ({builtins})")
+__all__ = ["diff_configs", "render_json", "render_text"]
 
 
-def diff_refs(a: str, b: str, allow_imports: Iterable[str] = ()) -> list[Difference]:
-    """Every difference between backends ``a`` (old) and ``b`` (new)."""
-    allow = tuple(allow_imports)
-    old, new = load_backend(a, allow), load_backend(b, allow)
+def diff_configs(old: Any, new: Any) -> list[Difference]:
+    """Every difference between backends ``old`` and ``new``, patterns labelled in the forward
+    order a spec uses."""
     labels = {**_forward_labels(old), **_forward_labels(new)}
     return [replace(d, pattern=labels.get(d.pattern, d.pattern)) for d in diff(old, new)]
 

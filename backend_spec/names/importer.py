@@ -1,14 +1,18 @@
-"""References typed on the command line: one importer for ``module:attr`` and ``file.py:attr``.
+"""The one importer of references a user typed: ``module:attr`` and ``file.py:attr``.
 
-A reference the user typed is trusted like a script the user runs (unlike a spec file, whose
-names go through :mod:`backend_spec.names.resolver`). As with ``python -m``, the current
-directory is importable, so ``bespec export mymod:get_config`` works in ``mymod``'s folder.
+A reference typed on the command line or passed to the API (``bespec export mymod:get_config``,
+``--model``, ``--qconfig-mapping``) is trusted like a script the user runs, unlike a spec file,
+whose names go through the safe :mod:`backend_spec.names.resolver`. As with ``python -m``, the
+current directory is importable, so ``bespec export mymod:get_config`` works in ``mymod``'s
+folder. Every failure (no module, no attribute, an import that raises, a factory that needs
+arguments or exits) is a ``ValueError`` with a one-line message, never a traceback.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import os
 import sys
 from pathlib import Path
@@ -40,6 +44,40 @@ def import_ref(ref: str) -> Any:
     return obj
 
 
+def call_ref(factory: Any, ref: str) -> Any:
+    """``factory()``, for a reference to a function that builds the object wanted.
+
+    A callable that needs arguments (``json:loads``) or ends the process (``sys:exit``) is a
+    ValueError, not a traceback or a silent exit.
+    """
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # some builtins have none; calling them is the test
+        signature = None
+    if signature is not None:
+        try:
+            signature.bind()
+        except TypeError:
+            msg = f"{ref} needs arguments; name an object or a function of none"
+            raise ValueError(msg) from None
+    try:
+        with quiet():
+            return factory()
+    except (Exception, SystemExit) as exc:
+        raise ValueError(f"calling {ref} failed: {type(exc).__name__}: {exc}") from None
+
+
+def object_of(ref: str, expected: type, what: str) -> Any:
+    """The ``expected`` instance ``ref`` names, or builds when it names a function of no
+    arguments. ValueError otherwise (``what`` names the expected thing in the message)."""
+    obj = import_ref(ref)
+    if not isinstance(obj, expected) and callable(obj):
+        obj = call_ref(obj, ref)
+    if not isinstance(obj, expected):
+        raise ValueError(f"{ref} is a {type(obj).__name__}, not a {what}")
+    return obj
+
+
 def _import_target(target: str) -> Any:
     if target.endswith(".py"):
         return _import_file(Path(target))
@@ -54,6 +92,8 @@ def _import_target(target: str) -> Any:
             return importlib.import_module(target)
     except ImportError as exc:
         raise ValueError(f"cannot import {target!r}: {exc}") from exc
+    except (Exception, SystemExit) as exc:
+        raise ValueError(f"importing {target!r} failed: {type(exc).__name__}: {exc}") from exc
     finally:
         if added:
             sys.path.remove(cwd)
@@ -73,7 +113,7 @@ def _import_file(path: Path) -> Any:
     try:
         with quiet():
             spec.loader.exec_module(module)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         sys.modules.pop(name, None)
         raise ValueError(f"importing {str(path)!r} failed: {type(exc).__name__}: {exc}") from exc
     finally:
