@@ -129,8 +129,9 @@ def test_describe_lists_every_dtype_field() -> None:
         "scale_exact_match": None,
         "zero_point_exact_match": None,
     }
-    assert weighted["bias_dtype"] == "float32" and weighted["is_dynamic"] is None
-    assert dynamic["is_dynamic"] is True and dynamic["output_dtype"]["dtype"] == "float32"
+    # dtypes as a spec writes them (backend_spec.names.dtypes.dtype_name): float32 is "float"
+    assert weighted["bias_dtype"] == "float" and weighted["is_dynamic"] is None
+    assert dynamic["is_dynamic"] is True and dynamic["output_dtype"]["dtype"] == "float"
 
 
 def _set(attr: str, value: Any) -> Callable[[BackendPatternConfig], None]:
@@ -250,7 +251,7 @@ PLANTS: list[tuple[int, Callable[[BackendPatternConfig], None], str, Any, Any]] 
         0,
         _set_dtype(0, "bias_dtype", "", torch.float16),
         "dtype_configs[0].bias_dtype",
-        "float32",
+        "float",
         "float16",
     ),
     (0, _set_dtype(1, "is_dynamic", "", None), "dtype_configs[1].is_dynamic", True, None),

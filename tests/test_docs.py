@@ -40,7 +40,7 @@ def test_tutorial_page() -> None:
         "quint8 (0..255, scale ≥ 0.000244141)",
         "qint8",
         "quint8 (0..255, scale ≥ 0.000244141)",
-        "float32",
+        "float",
         "",
         "nn.Linear / nnqat.Linear / nnqr.Linear",
     ]

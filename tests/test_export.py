@@ -170,7 +170,7 @@ def test_module_function_outside_torch_gets_its_qualified_name() -> None:
 
 
 def test_dtype_names() -> None:
-    from backend_spec.names.naming import dtype_name
+    from backend_spec.names.dtypes import dtype_name
 
     assert dtype_name(torch.float32) == "float"
     assert dtype_name(torch.float16) == "float16"

@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig
-from backend_spec.export.document import describe_object
-from backend_spec.names.naming import object_name, op_name, sequential_class
+from backend_spec.names.dtypes import dtype_name
+from backend_spec.names.labels import object_label, pattern_label
+from backend_spec.names.naming import sequential_class
 from backend_spec.spec.fields import MODULE_KINDS, PATTERN_FIELDS, PATTERN_KINDS, FieldKind
 from backend_spec.spec.models import CONSTRAINT_FIELDS
 
@@ -34,8 +35,6 @@ __all__ = [
     "describe_backend",
     "describe_pattern",
     "diff",
-    "label",
-    "pattern_key_label",
 ]
 
 
@@ -52,20 +51,7 @@ class Ref:
         return id(self.obj)
 
     def __repr__(self) -> str:
-        return label(self.obj)
-
-
-def label(obj: Any) -> str:
-    """A readable name: the spec name if there is one, else ``module.qualname``."""
-    name = op_name(obj) if isinstance(obj, str) else object_name(obj)
-    return name if name is not None else describe_object(obj)
-
-
-def pattern_key_label(pattern: Any) -> str:
-    """A pattern key (reversed nested tuple format) as text: ``(nn.ReLU, nn.Conv2d)``."""
-    if isinstance(pattern, tuple):
-        return "(" + ", ".join(pattern_key_label(p) for p in pattern) + ")"
-    return label(pattern)
+        return object_label(self.obj)
 
 
 def _ref(obj: Any) -> Ref | None:
@@ -80,7 +66,7 @@ def _fuser(fuser: Callable[..., Any] | None) -> Any:
 
 
 def _dtype(dtype: Any) -> str | None:
-    return None if dtype is None else str(dtype).removeprefix("torch.")
+    return None if dtype is None else dtype_name(dtype)
 
 
 def _dtype_config(dc: DTypeConfig) -> dict[str, Any]:
@@ -130,7 +116,7 @@ def describe(backend_config: BackendConfig) -> dict[str, dict[str, Any]]:
     """Pattern key (as text) -> description of its config, in the config's order."""
     out: dict[str, dict[str, Any]] = {}
     for key, config in backend_config._pattern_complex_format_to_config.items():
-        text = base = pattern_key_label(key)
+        text = base = pattern_label(key)
         n = 1
         while text in out:  # distinct unnameable objects may share a module.qualname
             n += 1

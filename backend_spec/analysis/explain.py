@@ -20,7 +20,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from backend_spec._torch import quiet, torch
+from backend_spec.names.dtypes import dtype_name
 from backend_spec.names.importer import call_ref, import_ref, object_of
+from backend_spec.names.labels import config_label, object_label, pattern_label
 
 # -- the tutorial's model ----------------------------------------------------------------------
 
@@ -198,13 +200,11 @@ class _Traced:
             )
 
     def op_label(self, node: Any) -> str:
-        from backend_spec.analysis.compare import label
-
         if node.op == "call_module":
-            return f"{node.target}: {label(type(self.modules[node.target]))}"
+            return f"{node.target}: {object_label(type(self.modules[node.target]))}"
         if node.op == "call_method":
             return f"method:{node.target}"
-        return label(node.target)
+        return object_label(node.target)
 
     def pattern_config(self, pattern: Any) -> Any:
         return self.backend_config._pattern_complex_format_to_config.get(pattern)
@@ -264,17 +264,10 @@ class _Traced:
 
 
 def _pattern_label(config: Any, pattern: Any) -> str:
-    from backend_spec.analysis.compare import pattern_key_label
-    from backend_spec.cli.render.summary import label
-
-    return label(config) if config is not None else pattern_key_label(pattern)
+    return config_label(config) if config is not None else pattern_label(pattern)
 
 
 # -- the checks, one failure at a time ---------------------------------------------------------
-
-
-def _dtype_name(dtype: Any) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 def _observer(ctr: Any) -> Any:
@@ -315,7 +308,7 @@ def _input_failures(root: Any, qconfig: Any, dtype_config: Any) -> list[str]:
     dtype = getattr(observer, "dtype", None)
     dynamic = bool(getattr(observer, "is_dynamic", False))
     if dtype != wanted:
-        return [f"input dtype {_dtype_name(dtype)} but the config wants {_dtype_name(wanted)}"]
+        return [f"input dtype {dtype_name(dtype)} but the config wants {dtype_name(wanted)}"]
     if dynamic != bool(dtype_config.is_dynamic):
         return [
             f"input is {'dynamic' if dynamic else 'static'} but the config wants "
@@ -333,7 +326,7 @@ def _weight_failures(root: Any, qconfig: Any, dtype_config: Any) -> list[str]:
     observer = _observer(root.meta["target_dtype_info"].get("weight_obs_or_fq_ctr"))
     dtype = getattr(observer, "dtype", None)
     if dtype != wanted:
-        return [f"weight dtype {_dtype_name(dtype)} but the config wants {_dtype_name(wanted)}"]
+        return [f"weight dtype {dtype_name(dtype)} but the config wants {dtype_name(wanted)}"]
     return constraint_failures(qconfig.weight, dtype_config.weight_dtype_with_constraints, "weight")
 
 
@@ -343,7 +336,7 @@ def _bias_failures(root: Any, dtype_config: Any) -> list[str]:
     dtype = getattr(observer, "dtype", None)
     if wanted is None or dtype == wanted:
         return []
-    return [f"bias dtype {_dtype_name(dtype)} but the config wants {_dtype_name(wanted)}"]
+    return [f"bias dtype {dtype_name(dtype)} but the config wants {dtype_name(wanted)}"]
 
 
 def _output_failures(output: Any, qconfig: Any, dtype_config: Any) -> list[str]:
@@ -360,7 +353,7 @@ def _output_failures(output: Any, qconfig: Any, dtype_config: Any) -> list[str]:
     if getattr(observer, "is_dynamic", False):
         dtype = torch.float32
     if dtype != wanted:
-        return [f"output dtype {_dtype_name(dtype)} but the config wants {_dtype_name(wanted)}"]
+        return [f"output dtype {dtype_name(dtype)} but the config wants {dtype_name(wanted)}"]
     return constraint_failures(
         qconfig.activation, dtype_config.output_dtype_with_constraints, "output"
     )

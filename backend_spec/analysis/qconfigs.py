@@ -20,6 +20,7 @@ from functools import cache
 from typing import Any
 
 from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig, quiet, torch
+from backend_spec.names.dtypes import dtype_name, dtype_range
 
 with quiet():
     from torch.ao.quantization import QConfig, QConfigMapping
@@ -45,15 +46,18 @@ __all__ = [
 
 #: Integer range of each quantized dtype an observer can produce.
 _QRANGE: dict[torch.dtype, tuple[int, int]] = {
-    torch.quint8: (0, 255),
-    torch.qint8: (-128, 127),
-    torch.qint32: (-(2**31), 2**31 - 1),
-    torch.quint4x2: (0, 15),
-    torch.quint2x4: (0, 3),
-    torch.uint8: (0, 255),
-    torch.int8: (-128, 127),
-    torch.int16: (-(2**15), 2**15 - 1),
-    torch.int32: (-(2**31), 2**31 - 1),
+    dtype: dtype_range(dtype_name(dtype))  # type: ignore[misc]
+    for dtype in (
+        torch.quint8,
+        torch.qint8,
+        torch.qint32,
+        torch.quint4x2,
+        torch.quint2x4,
+        torch.uint8,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+    )
 }
 
 #: Dtypes that are packed below 8 bits and only exist as weight-only embedding tables.

@@ -400,9 +400,10 @@ def _latency_ms(model: torch.nn.Module, inputs: tuple, repeats: int = 10) -> flo
 
 def pattern_label(config: Any) -> str:
     """A readable pattern name with bespec's aliases (``(nn.Conv2d, nn.ReLU)``)."""
-    from backend_spec.cli.render.summary import label
+    from backend_spec.names.labels import config_label
 
-    return label(config) if config.pattern is not None else "complex:" + label(config)
+    label = config_label(config)
+    return label if config.pattern is not None else "complex:" + label
 
 
 def pattern_cases(backend_config: BackendConfig, engine: str) -> list[tuple[str, PatternQConfig]]:

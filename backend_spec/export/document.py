@@ -16,6 +16,7 @@ from backend_spec._torch import BackendConfig, BackendPatternConfig, Observation
 from backend_spec.diagnostics import Diagnostic, SpecError, format_key_path
 from backend_spec.export.dtypes import DTypeConfigTable, DTypeDoc
 from backend_spec.export.families import family_of
+from backend_spec.names.labels import pattern_label, qualified_name
 from backend_spec.names.naming import object_name, op_name, sequential_class
 from backend_spec.spec.fields import MODULE_KINDS, PATTERN_FIELDS, FieldKind
 
@@ -51,22 +52,6 @@ class _Unnameable(Exception):
 
 def observation_type_name(observation_type: ObservationType) -> str:
     return observation_type.name.lower()
-
-
-def describe_object(obj: Any) -> str:
-    """``module.qualname`` of an object, for messages (no memory addresses)."""
-    qualname = getattr(obj, "__qualname__", None)
-    if qualname is None:
-        return repr(obj)
-    return f"{getattr(obj, '__module__', '?')}.{qualname}"
-
-
-def pattern_label(pattern: Any) -> str:
-    """A readable form of a pattern for messages, even when parts of it cannot be named."""
-    if isinstance(pattern, tuple):
-        return "(" + ", ".join(pattern_label(p) for p in pattern) + ")"
-    name = op_name(pattern)
-    return describe_object(pattern) if name is None else name
 
 
 def _name(obj: Any, namer: Callable[[Any], str | None] = object_name) -> str:
@@ -134,7 +119,7 @@ class _EntryBuilder:
             self._report(
                 key,
                 UNNAMEABLE,
-                f"{describe_object(exc.args[0])} has no importable name",
+                f"{qualified_name(exc.args[0])} has no importable name",
                 "use a module-level function or class (not a lambda or local function)",
             )
         except ValueError as exc:  # a DTypeConfig the format cannot express

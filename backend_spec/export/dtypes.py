@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from backend_spec._torch import DTypeConfig, DTypeWithConstraints, torch
-from backend_spec.names.naming import dtype_name
+from backend_spec.names.dtypes import dtype_name
 from backend_spec.spec.models import CONSTRAINT_FIELDS
 
 #: DTypeConfig keys whose value may carry constraints, in spec order.

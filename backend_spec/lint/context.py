@@ -14,6 +14,7 @@ from typing import Any
 
 from backend_spec import _torch
 from backend_spec.build.compiler import pattern_key
+from backend_spec.names.labels import pattern_label
 from backend_spec.names.resolver import Kind, NameProblem, Resolver
 from backend_spec.spec.models import DTypeConfigModel, PatternModel, SpecModel
 from backend_spec.spec.source import KeyPath, SourceDoc
@@ -51,6 +52,13 @@ class PatternEntry:
     def pattern_path(self) -> KeyPath:
         field = "pattern" if self.model.pattern is not None else "pattern_complex_format"
         return (*self.path, field)
+
+    @property
+    def label(self) -> str:
+        """The pattern as a spec writes it: ``nn.Linear`` or ``(nn.Conv2d, nn.ReLU)``."""
+        if self.ops is not None:
+            return pattern_label(self.single if len(self.ops) == 1 else self.ops)
+        return pattern_label(self.key) if self.key is not None else "?"
 
     @property
     def single(self) -> Any:

@@ -1,8 +1,10 @@
-"""dtype names as a spec writes them, and the value range of each integer dtype."""
+"""dtype names as a spec writes them (one spelling for export, docs, diff and messages), and
+the value range of each integer dtype."""
 
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
 _QUANTIZED_RANGES: dict[str, tuple[int, int]] = {
     "quint8": (0, 255),
@@ -19,6 +21,21 @@ def dtype_names() -> frozenset[str]:
     from backend_spec._torch import torch
 
     return frozenset(name for name, value in vars(torch).items() if isinstance(value, torch.dtype))
+
+
+#: The one dtype whose preferred spelling is not ``str(dtype)``: torch's own sources write
+#: ``torch.float`` for float32 (``bias_dtype=torch.float``), and so do spec files.
+_PREFERRED_NAMES: dict[str, str] = {"float32": "float"}
+
+
+def dtype_name(dtype: Any) -> str:
+    """A ``torch.dtype`` as a spec writes it: ``quint8``, ``qint8``, ``float16``, ... and
+    ``float`` for float32. ValueError for a dtype the loader could not read back."""
+    plain = str(dtype).removeprefix("torch.")
+    name = _PREFERRED_NAMES.get(plain, plain)
+    if name not in dtype_names() or to_dtype(name) is not dtype:  # what the loader accepts
+        raise ValueError(f"{dtype!r} has no torch attribute name")
+    return name
 
 
 def to_dtype(name: str):

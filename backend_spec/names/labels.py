@@ -1,24 +1,45 @@
-"""Readable names of patterns and objects for lint messages (the exporter's spelling)."""
+"""Readable labels of objects, patterns and pattern configs: one spelling for every message,
+table and report (``nn.Conv2d``, ``(nn.Conv2d, nn.ReLU)``), the exporter's names wherever an
+object has one.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from backend_spec.lint.context import PatternEntry
+from backend_spec.names.naming import op_name
+
+__all__ = ["config_label", "object_label", "pattern_label", "qualified_name"]
 
 
-def name_of(obj: Any) -> str:
-    """A class or function as a spec writes it (``nn.Conv2d``)."""
-    from backend_spec.analysis.compare import label
+def qualified_name(obj: Any) -> str:
+    """``module.qualname`` of an object, for messages about objects without a spec name (no
+    memory addresses)."""
+    qualname = getattr(obj, "__qualname__", None)
+    if qualname is None:
+        return repr(obj)
+    return f"{getattr(obj, '__module__', '?')}.{qualname}"
 
-    return label(obj)
+
+def object_label(obj: Any) -> str:
+    """A class, function or op as a spec writes it (``nn.Conv2d``, ``F.relu``,
+    ``method:view``), else its :func:`qualified_name`; ``""`` for None (an unset field)."""
+    if obj is None:
+        return ""
+    name = op_name(obj)
+    return qualified_name(obj) if name is None else name
 
 
-def entry_label(entry: PatternEntry) -> str:
-    """The pattern of an entry as a spec writes it: ``nn.Linear`` or ``(nn.Conv2d, nn.ReLU)``."""
-    from backend_spec.analysis.compare import pattern_key_label
-    from backend_spec.export.document import pattern_label
+def pattern_label(pattern: Any) -> str:
+    """A pattern as text, in whatever order its tuple is given: ``nn.Linear``,
+    ``(nn.Conv2d, nn.ReLU)`` (forward) or ``(nn.ReLU, nn.Conv2d)`` (torch's reversed key)."""
+    if isinstance(pattern, tuple):
+        return "(" + ", ".join(pattern_label(p) for p in pattern) + ")"
+    return object_label(pattern)
 
-    if entry.ops is not None:
-        return pattern_label(entry.ops[0] if len(entry.ops) == 1 else entry.ops)
-    return pattern_key_label(entry.key) if entry.key is not None else "?"
+
+def config_label(config: Any) -> str:
+    """The pattern of a ``BackendPatternConfig`` as its spec entry writes it (``pattern``, else
+    ``pattern_complex_format``)."""
+    pattern = config.pattern if config.pattern is not None else config._pattern_complex_format
+    return pattern_label(pattern)

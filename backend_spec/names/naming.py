@@ -15,8 +15,6 @@ import sys
 import types
 from typing import Any
 
-from backend_spec._torch import torch
-from backend_spec.names.dtypes import dtype_names, to_dtype
 from backend_spec.names.fusers import sequential_class
 from backend_spec.names.resolver import NameProblem, Resolver
 from backend_spec.names.vocabulary import (
@@ -27,11 +25,7 @@ from backend_spec.names.vocabulary import (
     SPECIAL_NAMES,
 )
 
-__all__ = ["dtype_name", "object_name", "op_name", "resolve_name", "sequential_class"]
-
-#: The one dtype whose preferred spelling is not ``str(dtype)``: torch's own sources write
-#: ``torch.float`` for float32 (``bias_dtype=torch.float``), and so do spec files.
-_PREFERRED_DTYPE_NAMES: dict[Any, str] = {torch.float32: "float"}
+__all__ = ["object_name", "op_name", "resolve_name", "sequential_class"]
 
 
 @functools.cache
@@ -134,11 +128,3 @@ def op_name(op: Any) -> str | None:
     if isinstance(op, str):
         return f"{METHOD_PREFIX}{op}"
     return object_name(op)
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    """``quint8``, ``qint8``, ``float16``, ... and ``float`` for float32."""
-    name = _PREFERRED_DTYPE_NAMES.get(dtype, str(dtype).removeprefix("torch."))
-    if name not in dtype_names() or to_dtype(name) is not dtype:  # what the loader accepts
-        raise ValueError(f"{dtype!r} has no torch attribute name")
-    return name

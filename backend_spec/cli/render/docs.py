@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from backend_spec._torch import ObservationType
+from backend_spec.names.dtypes import dtype_name
+from backend_spec.names.labels import config_label, object_label
 from backend_spec.spec.fields import FieldKind, fields_of
 
 _OBSERVATION = {
@@ -31,23 +33,15 @@ _QUANTIZED_COLUMNS = (
 )
 
 
-def _name(obj: Any) -> str:
-    from backend_spec.analysis.compare import label
-
-    return "" if obj is None else label(obj)
-
-
-def _pattern(config: Any) -> str:
-    from backend_spec.cli.render.summary import label
-
-    return label(config)
-
-
 def _fuser(config: Any) -> str:
     from backend_spec.names.fusers import sequential_class
 
     built = sequential_class(config.fuser_method)
-    return f"sequential {_name(built)}" if built is not None else _name(config.fuser_method)
+    return (
+        f"sequential {object_label(built)}"
+        if built is not None
+        else object_label(config.fuser_method)
+    )
 
 
 def _number(value: float) -> str:
@@ -70,7 +64,7 @@ def dtype_text(constraints: Any) -> str:
         parts.append(f"scale = {_number(constraints.scale_exact_match)}")
     if constraints.zero_point_exact_match is not None:
         parts.append(f"zp = {constraints.zero_point_exact_match}")
-    name = str(constraints.dtype).removeprefix("torch.")
+    name = dtype_name(constraints.dtype)
     return f"{name} ({', '.join(parts)})" if parts else name
 
 
@@ -83,7 +77,7 @@ def _table(columns: tuple[str, ...], rows: list[list[str]]) -> list[str]:
 
 
 def _modules(config: Any) -> str:
-    names = [_name(getattr(config, spec.getter)) for spec in fields_of(FieldKind.MODULE)]
+    names = [object_label(getattr(config, spec.getter)) for spec in fields_of(FieldKind.MODULE)]
     return " / ".join(n or "–" for n in names) if any(names) else ""
 
 
@@ -93,12 +87,12 @@ def _quantized_rows(config: Any) -> list[list[str]]:
         first = i == 0
         rows.append(
             [
-                f"`{_pattern(config)}`" if first else "",
+                f"`{config_label(config)}`" if first else "",
                 _OBSERVATION[config.observation_type] if first else "",
                 dtype_text(dc.input_dtype_with_constraints),
                 dtype_text(dc.weight_dtype_with_constraints),
                 dtype_text(dc.output_dtype_with_constraints),
-                "" if dc.bias_dtype is None else str(dc.bias_dtype).removeprefix("torch."),
+                "" if dc.bias_dtype is None else dtype_name(dc.bias_dtype),
                 "yes" if dc.is_dynamic else "",
                 _modules(config) if first else "",
             ]
@@ -127,7 +121,7 @@ def backend_markdown(backend_config: Any, source: str = "") -> str:
     ]
     fusions = [c for c in configs if c.fuser_method is not None]
     if fusions:
-        rows = [[f"`{_pattern(c)}`", _name(c.fused_module), _fuser(c)] for c in fusions]
+        rows = [[f"`{config_label(c)}`", object_label(c.fused_module), _fuser(c)] for c in fusions]
         lines += ["## Fusions", "", *_table(("pattern", "fused module", "fuser"), rows), ""]
     families: dict[str, list[Any]] = {}
     for config in configs:
@@ -141,5 +135,5 @@ def backend_markdown(backend_config: Any, source: str = "") -> str:
     idle = [c for c in configs if not c.dtype_configs and c.fuser_method is None]
     if idle:
         lines += ["## Patterns without dtype configs (matched, never quantized)", ""]
-        lines += [f"- `{_pattern(c)}`" for c in idle] + [""]
+        lines += [f"- `{config_label(c)}`" for c in idle] + [""]
     return "\n".join(lines)

@@ -10,22 +10,12 @@ from rich.table import Table
 
 from backend_spec.build.compiler import Compiled, pattern_key
 from backend_spec.cli.render.console import make_console
+from backend_spec.names.labels import config_label, object_label
 from backend_spec.spec.fields import MODULE_KINDS, fields_of
 
 
 def _console() -> Console:
     return make_console()
-
-
-def _pattern_of(config: Any) -> Any:
-    return config.pattern if config.pattern is not None else config._pattern_complex_format
-
-
-def label(config: Any) -> str:
-    """The pattern of a config as a spec writes it (``(nn.Conv2d, nn.ReLU)``)."""
-    from backend_spec.export.document import pattern_label
-
-    return pattern_label(_pattern_of(config))
 
 
 def counts(backend_config: Any) -> dict[str, int]:
@@ -49,12 +39,6 @@ def print_summary(backend_config: Any, spec: Path) -> None:
     )
 
 
-def _short(obj: Any) -> str:
-    from backend_spec.analysis.compare import label as object_label
-
-    return "" if obj is None else object_label(obj)
-
-
 def print_pattern_table(compiled: Compiled) -> None:
     bc = compiled.backend_config
     table = Table(title=f"{bc.name}: {len(bc.configs)} patterns", title_justify="left")
@@ -64,13 +48,13 @@ def print_pattern_table(compiled: Compiled) -> None:
         origin = compiled.origins.get(pattern_key(config))
         where = "" if origin is None else origin.source + (f":{origin.line}" if origin.line else "")
         modules = " ".join(
-            f"{spec.short}={_short(getattr(config, spec.getter))}"
+            f"{spec.short}={object_label(getattr(config, spec.getter))}"
             for spec in fields_of(*MODULE_KINDS)
             if getattr(config, spec.getter) is not None
         )
         table.add_row(
             str(i),
-            label(config),
+            config_label(config),
             config.observation_type.name.lower().replace("_", " "),
             str(len(config.dtype_configs)),
             modules,

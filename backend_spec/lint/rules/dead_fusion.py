@@ -27,7 +27,7 @@ from collections.abc import Iterator
 
 from backend_spec import codes
 from backend_spec.lint.context import LintContext, Problem
-from backend_spec.names.labels import entry_label, name_of
+from backend_spec.names.labels import object_label
 
 CODE = codes.DEAD_FUSION
 
@@ -39,10 +39,10 @@ def check(context: LintContext) -> Iterator[Problem]:
             continue
         if fused in context.quantized_ops:
             continue
-        name = name_of(fused)
+        name = object_label(fused)
         yield Problem(
             (*entry.path, "fused_module"),
-            f"{entry_label(entry)} fuses into {name}, but no pattern quantizes {name}, "
+            f"{entry.label} fuses into {name}, but no pattern quantizes {name}, "
             "so the fused module stays in float",
             f"add a pattern entry 'pattern: {name}' with dtype_configs, or drop the fusion",
         )

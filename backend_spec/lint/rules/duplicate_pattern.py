@@ -20,7 +20,6 @@ from collections.abc import Iterator
 
 from backend_spec import codes
 from backend_spec.lint.context import LintContext, PatternEntry, Problem
-from backend_spec.names.labels import entry_label
 
 CODE = codes.DUPLICATE_PATTERN
 
@@ -40,7 +39,7 @@ def check(context: LintContext) -> Iterator[Problem]:
             how = "" if same_text else " (the same ops under other names)"
             yield Problem(
                 entry.pattern_path,
-                f"pattern {entry_label(entry)} is given again at line {line}{how}; "
+                f"pattern {entry.label} is given again at line {line}{how}; "
                 "BackendConfig keeps only the last entry, so this one has no effect",
                 "merge the two entries into one",
             )

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 from backend_spec import codes
 from backend_spec.lint.context import LintContext, Problem
-from backend_spec.names.labels import name_of
+from backend_spec.names.labels import object_label
 from backend_spec.spec.models import SequentialFuser
 
 CODE = codes.FUSER_FUSED_MODULE_MISMATCH
@@ -37,7 +37,7 @@ def check(context: LintContext) -> Iterator[Problem]:
         if entry.model.fused_module is None:
             yield Problem(
                 path,
-                f"the fuser builds {name_of(built)}, but the entry has no fused_module",
+                f"the fuser builds {object_label(built)}, but the entry has no fused_module",
                 f"add 'fused_module: {fuser.sequential}'",
             )
             continue
@@ -45,6 +45,7 @@ def check(context: LintContext) -> Iterator[Problem]:
         if named is not None and named is not built:
             yield Problem(
                 path,
-                f"the fuser builds {name_of(built)}, but fused_module is {name_of(named)}",
+                f"the fuser builds {object_label(built)}, "
+                f"but fused_module is {object_label(named)}",
                 "make them the same class",
             )

@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from backend_spec import codes
 from backend_spec.lint.context import DTypeUse, LintContext, PatternEntry, Problem
 from backend_spec.lint.ops import is_weighted_op
-from backend_spec.names.labels import entry_label
 from backend_spec.spec.models import DTypeWithConstraintsModel
 
 CODE = codes.MISPLACED_EXACT_MATCH
@@ -49,7 +48,7 @@ def _reason(context: LintContext, entry: PatternEntry, use: DTypeUse) -> str:
     fixed_output = _fixed(model.output_dtype)
     if not (fixed_output or _fixed(model.input_dtype) or _fixed(model.weight_dtype)):
         return ""
-    label = entry_label(entry)
+    label = entry.label
     root = context.module(entry.model.root_module) or entry.root_op
     if is_weighted_op(root):
         return f"fixed qparams on weighted op {label}: its output range depends on its weights"

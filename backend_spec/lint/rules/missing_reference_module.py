@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from backend_spec import codes
 from backend_spec.lint.context import LintContext, Problem
 from backend_spec.lint.ops import is_weighted_module
-from backend_spec.names.labels import name_of
+from backend_spec.names.labels import object_label
 
 CODE = codes.MISSING_REFERENCE_MODULE
 
@@ -35,7 +35,7 @@ def check(context: LintContext) -> Iterator[Problem]:
         reported.add(root)
         yield Problem(
             (*entry.path, "root_module"),
-            f"weighted root module {name_of(root)} has no reference_quantized_module "
+            f"weighted root module {object_label(root)} has no reference_quantized_module "
             "in any pattern; convert cannot build a reference quantized model for it",
             _hint(root),
         )

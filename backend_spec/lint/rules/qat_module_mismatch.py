@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from backend_spec import codes
 from backend_spec.lint.context import LintContext, PatternEntry, Problem
 from backend_spec.lint.ops import float_modules_of, is_module_class, is_quantized_module
-from backend_spec.names.labels import name_of
+from backend_spec.names.labels import object_label
 
 CODE = codes.QAT_MODULE_MISMATCH
 
@@ -44,7 +44,7 @@ def _expected_float(context: LintContext, entry: PatternEntry) -> type | None:
 
 
 def _mismatch(context: LintContext, entry: PatternEntry, qat: type) -> str:
-    name = name_of(qat)
+    name = object_label(qat)
     if is_quantized_module(qat):
         return f"qat_module {name} is a quantized module, not a QAT module"
     root = context.module(entry.model.root_module)
@@ -52,12 +52,12 @@ def _mismatch(context: LintContext, entry: PatternEntry, qat: type) -> str:
     if qat is expected or (qat is root and not float_modules_of(qat)):
         return f"qat_module {name} is the float module itself, not its QAT form"
     if root is not None and not issubclass(qat, root):
-        return f"qat_module {name} is not a subclass of root_module {name_of(root)}"
+        return f"qat_module {name} is not a subclass of root_module {object_label(root)}"
     floats = float_modules_of(qat)
     if expected is not None and floats and expected not in floats:
         return (
-            f"qat_module {name} converts from {', '.join(map(name_of, floats))}, "
-            f"not from {name_of(expected)}"
+            f"qat_module {name} converts from {', '.join(map(object_label, floats))}, "
+            f"not from {object_label(expected)}"
         )
     return ""
 
@@ -75,4 +75,4 @@ def _hint(context: LintContext, entry: PatternEntry) -> str:
         candidate = getattr(namespace, expected.__name__, None)
         if candidate is not None and expected in float_modules_of(candidate):
             return f"use {alias}.{expected.__name__}"
-    return "use the QAT class of " + name_of(expected)
+    return "use the QAT class of " + object_label(expected)

@@ -19,7 +19,7 @@ from typing import Any
 from backend_spec import codes
 from backend_spec.lint.context import LintContext, Problem
 from backend_spec.lint.ops import is_quantized_module
-from backend_spec.names.labels import name_of
+from backend_spec.names.labels import object_label
 from backend_spec.names.vocabulary import METHOD_PREFIX
 from backend_spec.spec.source import KeyPath
 
@@ -60,7 +60,7 @@ def _problem(context: LintContext, path: KeyPath, name: str) -> Problem | None:
     if is_quantized_module(op):
         return Problem(
             path,
-            f"{name_of(op)} is a quantized module; prepare_fx runs on float and QAT models, "
+            f"{object_label(op)} is a quantized module; prepare_fx runs on float and QAT models, "
             "which never contain it",
             "name the float (or QAT) module instead",
         )

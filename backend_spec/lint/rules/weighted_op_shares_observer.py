@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from backend_spec import codes
 from backend_spec.lint.context import LintContext, Problem
 from backend_spec.lint.ops import is_weighted_op
-from backend_spec.names.labels import entry_label
 
 CODE = codes.WEIGHTED_OP_SHARES_OBSERVER
 
@@ -30,7 +29,7 @@ def check(context: LintContext) -> Iterator[Problem]:
         if is_weighted_op(root):
             yield Problem(
                 (*entry.path, "observation_type"),
-                f"weighted op {entry_label(entry)} cannot share its input's observer: "
+                f"weighted op {entry.label} cannot share its input's observer: "
                 "its output range depends on its weights",
                 "use output_use_different_observer_as_input (the default)",
             )
