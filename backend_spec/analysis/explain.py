@@ -274,6 +274,12 @@ def _observer(ctr: Any) -> Any:
     return ctr() if ctr is not None else None
 
 
+def _observed(node: Any, key: str) -> tuple[Any, Any]:
+    """The observer torch chose for ``key`` of a node's target dtype info, and its dtype."""
+    observer = _observer(node.meta["target_dtype_info"].get(key))
+    return observer, getattr(observer, "dtype", None)
+
+
 def _dtype_config_failures(root: Any, output: Any, qconfig: Any, dtype_config: Any) -> list[str]:
     """Every reason a DTypeConfig rejects a QConfig, in torch's order of checks."""
     from torch.ao.quantization.fx.utils import node_arg_is_bias, node_arg_is_weight
@@ -300,15 +306,22 @@ def _flat_nodes(args: list[Any]) -> list[Any]:
     return out
 
 
+def _dtype_mismatch(role: str, dtype: Any, wanted: Any) -> list[str]:
+    """The failure of an observed dtype that is not the one the config wants ([] if it is)."""
+    if dtype == wanted:
+        return []
+    shown = "no dtype" if dtype is None else dtype_name(dtype)
+    return [f"{role} dtype {shown} but the config wants {dtype_name(wanted)}"]
+
+
 def _input_failures(root: Any, qconfig: Any, dtype_config: Any) -> list[str]:
     wanted = dtype_config.input_dtype
     if wanted is None:
         return []
-    observer = _observer(root.meta["target_dtype_info"].get("input_act_obs_or_fq_ctr"))
-    dtype = getattr(observer, "dtype", None)
+    observer, dtype = _observed(root, "input_act_obs_or_fq_ctr")
     dynamic = bool(getattr(observer, "is_dynamic", False))
     if dtype != wanted:
-        return [f"input dtype {dtype_name(dtype)} but the config wants {dtype_name(wanted)}"]
+        return _dtype_mismatch("input", dtype, wanted)
     if dynamic != bool(dtype_config.is_dynamic):
         return [
             f"input is {'dynamic' if dynamic else 'static'} but the config wants "
@@ -323,20 +336,16 @@ def _weight_failures(root: Any, qconfig: Any, dtype_config: Any) -> list[str]:
     wanted = dtype_config.weight_dtype
     if wanted is None:
         return []
-    observer = _observer(root.meta["target_dtype_info"].get("weight_obs_or_fq_ctr"))
-    dtype = getattr(observer, "dtype", None)
+    _, dtype = _observed(root, "weight_obs_or_fq_ctr")
     if dtype != wanted:
-        return [f"weight dtype {dtype_name(dtype)} but the config wants {dtype_name(wanted)}"]
+        return _dtype_mismatch("weight", dtype, wanted)
     return constraint_failures(qconfig.weight, dtype_config.weight_dtype_with_constraints, "weight")
 
 
 def _bias_failures(root: Any, dtype_config: Any) -> list[str]:
     wanted = dtype_config.bias_dtype
-    observer = _observer(root.meta["target_dtype_info"].get("bias_obs_or_fq_ctr"))
-    dtype = getattr(observer, "dtype", None)
-    if wanted is None or dtype == wanted:
-        return []
-    return [f"bias dtype {dtype_name(dtype)} but the config wants {dtype_name(wanted)}"]
+    _, dtype = _observed(root, "bias_obs_or_fq_ctr")
+    return [] if wanted is None else _dtype_mismatch("bias", dtype, wanted)
 
 
 def _output_failures(output: Any, qconfig: Any, dtype_config: Any) -> list[str]:
@@ -353,7 +362,7 @@ def _output_failures(output: Any, qconfig: Any, dtype_config: Any) -> list[str]:
     if getattr(observer, "is_dynamic", False):
         dtype = torch.float32
     if dtype != wanted:
-        return [f"output dtype {dtype_name(dtype)} but the config wants {dtype_name(wanted)}"]
+        return _dtype_mismatch("output", dtype, wanted)
     return constraint_failures(
         qconfig.activation, dtype_config.output_dtype_with_constraints, "output"
     )

@@ -236,7 +236,7 @@ def lint_command(
 
 @app.command("check")
 def check_cli(
-    spec: Annotated[str, typer.Argument(help="A spec file or a built-in backend name.")],
+    spec: BackendArg,
     engine: Annotated[
         str | None, typer.Option(help="Quantized engine (default: x86, else fbgemm, else qnnpack).")
     ] = None,
