@@ -23,8 +23,9 @@ from typing import Any
 
 from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig
 from backend_spec.names.dtypes import dtype_name
+from backend_spec.names.fusers import sequential_class
 from backend_spec.names.labels import object_label, pattern_label
-from backend_spec.names.naming import sequential_class
+from backend_spec.names.naming import observation_type_name
 from backend_spec.spec.fields import MODULE_KINDS, PATTERN_FIELDS, PATTERN_KINDS, FieldKind
 from backend_spec.spec.models import CONSTRAINT_FIELDS
 
@@ -88,7 +89,7 @@ def _described(config: BackendPatternConfig, kind: FieldKind, value: Any) -> Any
         # How the pattern was given decides how torch reverses the fuser's arguments.
         return "complex" if config._pattern_complex_format is not None else "forward"
     if kind is FieldKind.OBSERVATION_TYPE:
-        return value.name.lower()
+        return observation_type_name(value)
     if kind is FieldKind.DTYPE_CONFIGS:
         return [_dtype_config(dc) for dc in value]
     if kind in MODULE_KINDS or kind is FieldKind.FUNCTION:
@@ -96,7 +97,7 @@ def _described(config: BackendPatternConfig, kind: FieldKind, value: Any) -> Any
     if kind is FieldKind.FUSER:
         return _fuser(value)
     if kind is FieldKind.OBSERVATION_TYPE_MAP:
-        return {int(n): t.name.lower() for n, t in value.items()}
+        return {int(n): observation_type_name(t) for n, t in value.items()}
     if kind is FieldKind.INDEX_MAP:
         return dict(value)
     raise KeyError(f"compare does not know field kind {kind}")

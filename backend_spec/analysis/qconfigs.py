@@ -119,9 +119,9 @@ def resolve_backend_config(
     """A BackendConfig as is, or the one a spec file compiles to."""
     if isinstance(spec_or_backend_config, BackendConfig):
         return spec_or_backend_config
-    import backend_spec
+    from backend_spec.build.loader import load
 
-    return backend_spec.load(os.fspath(spec_or_backend_config), allow_imports=list(allow_imports))
+    return load(os.fspath(spec_or_backend_config), allow_imports=list(allow_imports))
 
 
 def _op_qconfigs(backend_config: BackendConfig, engine: str | None) -> dict[Any, QConfig]:

@@ -16,8 +16,9 @@ from backend_spec._torch import BackendConfig, BackendPatternConfig, Observation
 from backend_spec.diagnostics import Diagnostic, SpecError, format_key_path
 from backend_spec.export.dtypes import DTypeConfigTable, DTypeDoc
 from backend_spec.export.families import family_of
+from backend_spec.names.fusers import sequential_class
 from backend_spec.names.labels import pattern_label, qualified_name
-from backend_spec.names.naming import object_name, op_name, sequential_class
+from backend_spec.names.naming import object_name, observation_type_name, op_name
 from backend_spec.spec.fields import MODULE_KINDS, PATTERN_FIELDS, FieldKind
 
 #: Diagnostic code of an object the exporter cannot name.
@@ -48,10 +49,6 @@ class SpecDocument:
 
 class _Unnameable(Exception):
     """Raised inside the builder; collected into one diagnostic per offending field."""
-
-
-def observation_type_name(observation_type: ObservationType) -> str:
-    return observation_type.name.lower()
 
 
 def _name(obj: Any, namer: Callable[[Any], str | None] = object_name) -> str:

@@ -15,7 +15,6 @@ import sys
 import types
 from typing import Any
 
-from backend_spec.names.fusers import sequential_class
 from backend_spec.names.resolver import NameProblem, Resolver
 from backend_spec.names.vocabulary import (
     ALIASES,
@@ -25,7 +24,7 @@ from backend_spec.names.vocabulary import (
     SPECIAL_NAMES,
 )
 
-__all__ = ["object_name", "op_name", "resolve_name", "sequential_class"]
+__all__ = ["object_name", "observation_type_name", "op_name", "resolve_name"]
 
 
 @functools.cache
@@ -128,3 +127,8 @@ def op_name(op: Any) -> str | None:
     if isinstance(op, str):
         return f"{METHOD_PREFIX}{op}"
     return object_name(op)
+
+
+def observation_type_name(observation_type: Any) -> str:
+    """An ``ObservationType`` as a spec writes it: ``output_share_observer_with_input``."""
+    return observation_type.name.lower()

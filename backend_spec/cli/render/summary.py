@@ -11,6 +11,7 @@ from rich.table import Table
 from backend_spec.build.compiler import Compiled, pattern_key
 from backend_spec.cli.render.console import make_console
 from backend_spec.names.labels import config_label, object_label
+from backend_spec.names.naming import observation_type_name
 from backend_spec.spec.fields import MODULE_KINDS, fields_of
 
 
@@ -55,7 +56,7 @@ def print_pattern_table(compiled: Compiled) -> None:
         table.add_row(
             str(i),
             config_label(config),
-            config.observation_type.name.lower().replace("_", " "),
+            observation_type_name(config.observation_type).replace("_", " "),
             str(len(config.dtype_configs)),
             modules,
             where,
