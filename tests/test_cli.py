@@ -150,3 +150,20 @@ def test_no_deprecation_noise_on_stderr(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert "Warning" not in proc.stderr and "deprecat" not in proc.stderr.lower()
+
+
+@pytest.mark.parametrize(
+    ("command", "choices"),
+    [
+        (["export", "x86"], "yaml, toml"),
+        (["lint", str(ROOT / "specs/tutorial.yaml")], "text, json, github, sarif"),
+        (["diff", "x86", "x86"], "text, json"),
+        (["check", "x86"], "text, json"),
+        (["explain", "x86", "--model", "m:f"], "text, json"),
+    ],
+)
+def test_a_bad_format_is_refused_before_any_work(command, choices):
+    result = runner.invoke(app, [*command, "--format", "xml"])
+    assert result.exit_code == 2
+    words = " ".join(result.output.replace("│", " ").split())  # the usage box may wrap
+    assert f"must be one of {choices}, not 'xml'" in words
