@@ -133,3 +133,13 @@ def test_diff_of_a_bad_reference_exits_2() -> None:
     result = runner.invoke(app, ["diff", "fbgemm", "json:loads"])
     assert result.exit_code == 2
     assert "needs arguments" in result.output
+
+
+@pytest.mark.parametrize("ref", ["sys:exit", "json:loads"])
+def test_a_model_factory_that_exits_fails_its_model_not_the_check(ref: str) -> None:
+    from backend_spec.check import run_check
+
+    report = run_check(BackendConfig("empty"), models=[ref])
+    (model,) = report.models
+    assert model.status == "fail"
+    assert ref in model.reason

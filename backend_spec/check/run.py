@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import io
 import math
 import os
@@ -484,10 +485,14 @@ def resolve_models(
 
 
 def import_factory(reference: str) -> ModelFactory:
-    """``package.module:factory`` (or ``file.py:factory``) -> the factory, not yet called."""
-    from backend_spec.names.importer import import_ref
+    """``package.module:factory`` (or ``file.py:factory``) -> the factory, not yet called.
+
+    Calls go through :func:`~backend_spec.names.importer.call_ref`, so a factory that needs
+    arguments or exits the process fails its model instead of ending the check.
+    """
+    from backend_spec.names.importer import call_ref, import_ref
 
     factory = import_ref(reference)
     if not callable(factory):
         raise ValueError(f"{reference} is not callable")
-    return factory
+    return functools.partial(call_ref, factory, reference)
