@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from backend_spec.names.vocabulary import BUILTIN_BACKENDS
-
 _TEMPLATE = '''\
 """Regression test of a quantization backend spec against its golden check results.
 
@@ -49,15 +47,16 @@ def emit_test(
 ) -> str:
     """Write the test to ``out_path`` and return its text.
 
-    Paths are stored relative to the test file, so the repository can move; a built-in backend
-    name (``fbgemm``) is stored as the name. The engine and model list come from the golden.
+    A spec file is stored relative to the test file, so the repository can move; another
+    backend reference (``fbgemm``, ``module:attr``) is stored as given. The engine and model
+    list come from the golden.
     """
     out_dir = os.path.dirname(os.path.abspath(out_path))
     spec = os.fspath(spec_path)
-    if spec in BUILTIN_BACKENDS and not os.path.exists(spec):
-        spec_expr = repr(spec)
-    else:
+    if os.path.isfile(spec):  # as everywhere, a file first (build/backends.py)
         spec_expr = f"str(HERE / {os.path.relpath(os.path.abspath(spec), out_dir)!r})"
+    else:  # a built-in name or module:attr, kept as given
+        spec_expr = repr(spec)
     text = _TEMPLATE.format(
         spec_display=spec,
         golden_display=os.fspath(golden_path),

@@ -96,11 +96,6 @@ def load_ref(ref: str, allow_import: list[str] | None, spec_errors_exit: int = 1
         raise typer.Exit(spec_errors_exit) from None
 
 
-def compile_spec(spec: Path, allow_import: list[str] | None):
-    """Compile a spec file with its effective allow-list; SpecError reported as exit 1."""
-    return load_ref(str(existing(spec)), allow_import)
-
-
 @app.command("compile")
 def compile_command(
     spec: SpecArg,
@@ -124,7 +119,7 @@ def compile_command(
     """Validate and compile SPEC; print what it holds."""
     from backend_spec.cli.render.summary import print_summary
 
-    compiled = compile_spec(spec, allow_import)
+    compiled = load_ref(str(existing(spec)), allow_import)
     print_summary(compiled.backend_config, spec)
     if output is not None:
         from backend_spec.export.python import generate_module
