@@ -20,9 +20,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from backend_spec._torch import quiet, torch
-from backend_spec.names.dtypes import dtype_name
 from backend_spec.names.importer import call_ref, import_ref, object_of
-from backend_spec.names.labels import config_label, object_label, pattern_label
+from backend_spec.names.labels import config_label, dtype_label, object_label, pattern_label
 
 # -- the tutorial's model ----------------------------------------------------------------------
 
@@ -310,8 +309,7 @@ def _dtype_mismatch(role: str, dtype: Any, wanted: Any) -> list[str]:
     """The failure of an observed dtype that is not the one the config wants ([] if it is)."""
     if dtype == wanted:
         return []
-    shown = "no dtype" if dtype is None else dtype_name(dtype)
-    return [f"{role} dtype {shown} but the config wants {dtype_name(wanted)}"]
+    return [f"{role} dtype {dtype_label(dtype)} but the config wants {dtype_label(wanted)}"]
 
 
 def _input_failures(root: Any, qconfig: Any, dtype_config: Any) -> list[str]:

@@ -21,6 +21,7 @@ from typing import Any
 
 from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig, quiet, torch
 from backend_spec.names.dtypes import dtype_name, dtype_range
+from backend_spec.names.labels import dtype_label
 
 with quiet():
     from torch.ao.quantization import QConfig, QConfigMapping
@@ -280,7 +281,10 @@ def _cached_qconfig(
             return _float_qconfig(in_dtype, weight[0])
         if in_dtype in _QRANGE and out_dtype in (None, *_QRANGE):
             return _static_qconfig(inp, out, weight, reduce_range)
-    return None, f"no QConfig can produce input {in_dtype} / output {out_dtype}"
+    return (
+        None,
+        f"no QConfig can produce input {dtype_label(in_dtype)} / output {dtype_label(out_dtype)}",
+    )
 
 
 def _static_qconfig(inp: tuple, out: tuple, weight: tuple, reduce_range: bool):
@@ -309,7 +313,7 @@ def _activation_observer(inp: tuple, out: tuple, reduce_range: bool):
         ), ""
     qmin, qmax = _quant_range(dtype, qmin_lb, qmax_ub, reduce=reduce_range)
     if qmin >= qmax:
-        return None, f"empty quantization range [{qmin_lb}, {qmax_ub}] for {dtype}"
+        return None, f"empty quantization range [{qmin_lb}, {qmax_ub}] for {dtype_label(dtype)}"
     return MinMaxObserver.with_args(
         dtype=dtype, quant_min=qmin, quant_max=qmax, eps=_eps(scale_min)
     ), ""
@@ -365,9 +369,13 @@ def _weight_observer(weight: tuple):
     if dtype in _FLOATS:
         return _placeholder(dtype), ""
     if dtype in _SUB_BYTE:
-        return None, f"{dtype} weights only exist with float activations (weight-only embeddings)"
+        return (
+            None,
+            f"{dtype_label(dtype)} weights only exist with float activations "
+            "(weight-only embeddings)",
+        )
     if dtype not in _QRANGE:
-        return None, f"unsupported weight dtype {dtype}"
+        return None, f"unsupported weight dtype {dtype_label(dtype)}"
     qmin, qmax = _quant_range(dtype, qmin_lb, qmax_ub, reduce=False)
     qscheme = torch.per_tensor_symmetric if qmin < 0 else torch.per_tensor_affine
     return MinMaxObserver.with_args(
@@ -404,7 +412,7 @@ def _dynamic_qconfig(inp: tuple, weight: tuple):
             dtype=dtype, quant_min=qmin, quant_max=qmax, eps=_eps(scale_min), is_dynamic=True
         )
     else:
-        return None, f"no dynamic observer produces {dtype}"
+        return None, f"no dynamic observer produces {dtype_label(dtype)}"
     weight_obs, reason = _weight_observer(weight)
     if weight_obs is None:
         return None, reason

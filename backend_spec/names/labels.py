@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from backend_spec.names.dtypes import dtype_name
 from backend_spec.names.naming import op_name
 
-__all__ = ["config_label", "object_label", "pattern_label", "qualified_name"]
+__all__ = ["config_label", "dtype_label", "object_label", "pattern_label", "qualified_name"]
 
 
 def qualified_name(obj: Any) -> str:
@@ -43,3 +44,8 @@ def config_label(config: Any) -> str:
     ``pattern_complex_format``)."""
     pattern = config.pattern if config.pattern is not None else config._pattern_complex_format
     return pattern_label(pattern)
+
+
+def dtype_label(dtype: Any) -> str:
+    """A dtype in a message, as a spec writes it (``quint8``, ``float``); ``none`` for None."""
+    return "none" if dtype is None else dtype_name(dtype)
