@@ -49,6 +49,17 @@ def format_option(*choices: str, help: str) -> Any:  # noqa: A002 (typer's keywo
 TextOrJson = Annotated[str, format_option("text", "json", help="text or json.")]
 
 
+def write_output(text: str, output: Path | None) -> None:
+    """A command's document: to ``output`` (atomically, "wrote" on stderr) or to stdout."""
+    if output is None:
+        sys.stdout.write(text)
+        return
+    from backend_spec.files import write_atomic
+
+    write_atomic(output, text)
+    typer.echo(f"wrote {output}", err=True)
+
+
 def fail_usage(message: str) -> typer.Exit:
     """Report misuse of a command (exit 2)."""
     typer.echo(f"bespec: error: {message}", err=True)
@@ -186,13 +197,7 @@ def export_command(
         text = dump(config, format=fmt)
     except SpecError as error:
         raise report_errors(error) from None
-    if output is None:
-        sys.stdout.write(text)
-    else:
-        from backend_spec.files import write_atomic
-
-        write_atomic(output, text)
-        typer.echo(f"wrote {output}", err=True)
+    write_output(text, output)
 
 
 # -- lint ------------------------------------------------------------------------------------
@@ -370,13 +375,7 @@ def docs_command(
 
     config = load_ref(spec, allow_import).backend_config
     text = backend_markdown(config, source=spec)
-    if output is None:
-        sys.stdout.write(text)
-    else:
-        from backend_spec.files import write_atomic
-
-        write_atomic(output, text)
-        typer.echo(f"wrote {output}", err=True)
+    write_output(text, output)
 
 
 def main() -> None:
