@@ -21,11 +21,6 @@ from backend_spec.names.labels import pattern_label, qualified_name
 from backend_spec.names.naming import object_name, observation_type_name, op_name
 from backend_spec.spec.fields import MODULE_KINDS, PATTERN_FIELDS, FieldKind
 
-#: Diagnostic code of an object the exporter cannot name.
-UNNAMEABLE = codes.UNNAMEABLE
-#: Diagnostic code of a value the spec format cannot express (constraints without a dtype).
-UNWRITABLE = codes.UNWRITABLE
-
 _DEFAULT_OBSERVATION = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
 
 
@@ -115,12 +110,12 @@ class _EntryBuilder:
         except _Unnameable as exc:
             self._report(
                 key,
-                UNNAMEABLE,
+                codes.UNNAMEABLE,
                 f"{qualified_name(exc.args[0])} has no importable name",
                 "use a module-level function or class (not a lambda or local function)",
             )
         except ValueError as exc:  # a DTypeConfig the format cannot express
-            self._report(key, UNWRITABLE, str(exc))
+            self._report(key, codes.UNWRITABLE, str(exc))
 
     def _report(self, key: str, code: str, problem: str, hint: str = "") -> None:
         pattern = self.config._pattern_complex_format or self.config.pattern
@@ -167,7 +162,7 @@ def build_document(backend_config: BackendConfig, source: str = "<export>") -> S
                 source,
                 0,
                 0,
-                UNWRITABLE,
+                codes.UNWRITABLE,
                 "cannot export a BackendConfig without a name: a spec requires one",
                 "give it one with BackendConfig('my_backend') or .set_name('my_backend')",
                 key_path=("name",),
