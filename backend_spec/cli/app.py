@@ -220,7 +220,8 @@ def lint_command(
     allow_import: AllowImport = None,
 ) -> None:
     """Report every problem of each SPEC: loader errors and semantic rules (docs/rules.md)."""
-    from backend_spec.lint.session import lint_files, render
+    from backend_spec.cli.render.lint import render_lint
+    from backend_spec.lint.session import lint_files
 
     for spec in specs:
         existing(spec)
@@ -228,7 +229,7 @@ def lint_command(
         report = lint_files(specs, select, ignore, strict, allowed(allow_import))
     except ValueError as exc:
         raise fail_usage(str(exc)) from None
-    sys.stdout.write(render(report, fmt, color=sys.stdout.isatty()))
+    sys.stdout.write(render_lint(report, fmt, color=sys.stdout.isatty()))
     if fmt == "text":
         typer.echo(report.summary(), err=True)
     raise typer.Exit(1 if report.failed else 0)

@@ -72,15 +72,3 @@ def sarif_rules() -> tuple[dict[str, str], dict[str, dict[str, object]]]:
         for r in all_rules()
     }
     return texts, metadata
-
-
-def render(report: LintReport, fmt: str, color: bool = False) -> str:
-    """The report's diagnostics in ``fmt`` (text, json, github or sarif)."""
-    from backend_spec.cli.render import diagnostics as reporters
-
-    if fmt == "sarif":
-        texts, metadata = sarif_rules()
-        return reporters.render_sarif(report.diagnostics, texts, metadata)
-    if fmt == "text":
-        return reporters.render_text(report.diagnostics, color=color)
-    return reporters.RENDERERS[fmt](report.diagnostics)
