@@ -2,7 +2,9 @@
 
 Models hold names as strings; turning names into torch objects is the resolver's job, so that
 schema validation and ``bespec schema`` need no torch. Field names mirror torch's
-``BackendPatternConfig`` setters and ``DTypeConfig.from_dict`` keys.
+``BackendPatternConfig`` setters and ``DTypeConfig.from_dict`` keys; the fields of a pattern
+entry are not written here but built from the one field table, :mod:`backend_spec.spec.fields`
+(a new torch field is a row there; its kind decides its type here).
 """
 
 from __future__ import annotations
