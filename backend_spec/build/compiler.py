@@ -1,10 +1,9 @@
 """Stage 4: a validated :class:`SpecModel` -> a live torch ``BackendConfig``.
 
-Every name is resolved here (so every resolution problem gets the position of its value), every
-setter of ``BackendPatternConfig`` in the field table (:mod:`backend_spec.spec.fields`) is
-called, the underscore ones included, and ``extends`` /
-``remove`` are applied. Problems are collected, not raised one at a time, so a user sees all of
-them at once.
+Every name is resolved here (so every resolution problem gets the position of its value) and
+every setter of ``BackendPatternConfig`` in the field table (:mod:`backend_spec.spec.fields`)
+is called, the underscore ones included. Problems are collected, not raised one at a time, so a
+user sees all of them at once. ``extends`` and ``remove`` are applied by the loader.
 """
 
 from __future__ import annotations
