@@ -170,6 +170,12 @@ BIAS_CONSTRAINTS = _register(
 UNKNOWN_OBSERVATION_TYPE = _register(
     "BS215", "unknown-observation-type", E, "an observation type torch does not define"
 )
+UNKNOWN_INPUT_TYPE = _register(
+    "BS216",
+    "unknown-input-type",
+    E,
+    "an input_type_to_index key torch does not read (it knows input, weight and bias)",
+)
 ONE_PATTERN_FORM = _register(
     "BS220",
     "one-pattern-form",
@@ -310,6 +316,24 @@ UNMATCHABLE_PATTERN = _register(
     "unmatchable-pattern",
     W,
     "A pattern op that no model prepare_fx sees can contain, so the entry never matches.",
+)
+NON_FLOAT_BIAS = _register(
+    "BS513",
+    "non-float-bias",
+    E,
+    "A weighted pattern's dtype config has a non-float ``bias_dtype``, so torch never converts it.",
+)
+REVERSED_CHAIN = _register(
+    "BS514",
+    "reversed-chain",
+    E,
+    "A chain lists its ops in an order no model runs them (``[nn.ReLU, nn.Conv2d]``).",
+)
+REMOVE_LEAVES_SIBLINGS = _register(
+    "BS515",
+    "remove-leaves-siblings",
+    W,
+    "``remove`` takes out an op but leaves its functional form or its fusions in the backend.",
 )
 RULE_CRASHED = _register(
     "BS599",

@@ -50,8 +50,11 @@ def format_key_path(path: tuple[str | int, ...]) -> str:
 
 
 class SpecError(Exception):
-    """A spec could not be loaded; ``diagnostics`` holds every problem found, in file order."""
+    """A spec could not be loaded; ``diagnostics`` holds every problem found, in file order,
+    each once (a mistake inside a YAML anchor is found at every use but reported at the anchor).
+    """
 
     def __init__(self, diagnostics: list[Diagnostic]):
-        self.diagnostics = sorted(diagnostics, key=lambda d: (d.file, d.line, d.column))
+        unique = dict.fromkeys(diagnostics)
+        self.diagnostics = sorted(unique, key=lambda d: (d.file, d.line, d.column))
         super().__init__("\n".join(str(d) for d in self.diagnostics))

@@ -35,9 +35,24 @@ def spec_with(n_patterns: int, fmt: str) -> str:
 
     big = BackendConfig("bench")
     big._pattern_complex_format_to_config = {
-        i: configs[i % len(configs)] for i in range(n_patterns)
+        i: _distinct(configs[i % len(configs)], i // len(configs)) for i in range(n_patterns)
     }
     return dump(big, format=fmt)
+
+
+def _distinct(config, copy_number: int):
+    """The ``copy_number``-th repeat of a pattern, made distinct (a duplicate is an error) at
+    a constant size: the pattern fed into a method call named after the repeat."""
+    if copy_number == 0:
+        return config
+    import copy
+
+    from backend_spec.build.compiler import pattern_key
+
+    repeat = copy.copy(config)
+    repeat.pattern = None
+    repeat._pattern_complex_format = (f"repeat{copy_number}", pattern_key(config))
+    return repeat
 
 
 def best_time(text: str, fmt: str, repeat: int) -> float:

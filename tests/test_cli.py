@@ -58,7 +58,7 @@ def test_bad_spec_exits_1_and_writes_no_output(tmp_path):
     out = tmp_path / "out.py"
     result = runner.invoke(app, ["compile", str(spec), "-o", str(out)])
     assert result.exit_code == 1
-    assert f"{spec}:3:14: BS300" in result.output
+    assert f"{spec}:3:14: error BS300" in result.output
     assert "nn.Conv2d" in result.output
     assert not out.exists()
     assert list(tmp_path.iterdir()) == [spec]

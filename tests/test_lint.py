@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from pathlib import Path
@@ -72,10 +73,11 @@ def test_text_lines_and_loader_errors_alongside_rules(project: Path) -> None:
     lines = [line for line in out.splitlines() if not line.startswith(" ")]
     path = str(project / "broken.yaml")
     assert lines == [
-        f"{path}:3:14: BS501 pattern nn.ReLU is given again at line 4; BackendConfig keeps "
+        f"{path}:3:14: error BS501 pattern nn.ReLU is given again at line 4; BackendConfig keeps "
         "only the last entry, so this one has no effect",
-        f"{path}:5:14: BS512 torch.Tensor has no method 'veiw', so 'method:veiw' never matches",
-        f"{path}:6:14: BS300 unknown name 'nn.NoSuchThing'",
+        f"{path}:5:14: warning BS512 torch.Tensor has no method 'veiw', "
+        "so 'method:veiw' never matches",
+        f"{path}:6:14: error BS300 unknown name 'nn.NoSuchThing'",
     ]
 
 
@@ -233,3 +235,57 @@ def test_a_crashing_rule_becomes_a_diagnostic(project: Path) -> None:
     found = lint_path(project / "clean.yaml", [rule])
     assert [(d.code, d.severity) for d in found] == [("BS599", Severity.ERROR)]
     assert "boom" in found[0].message
+
+
+def test_text_colour_only_on_a_tty_and_never_with_no_color(monkeypatch: pytest.MonkeyPatch) -> None:
+    from backend_spec.cli.render.console import use_color
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert use_color(Tty()) and not use_color(io.StringIO())
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not use_color(Tty())
+
+
+def test_text_says_severity_in_words_with_or_without_colour(project: Path) -> None:
+    from backend_spec.cli.render.diagnostics import render_text
+
+    found = lint_path(project / "broken.yaml")
+    for color in (False, True):
+        text = render_text(found, color=color)
+        assert "error BS501" in text and "warning BS512" in text
+    assert "\x1b[" not in render_text(found)
+
+
+def test_qat_class_outside_the_root_hierarchy_with_its_own_conversions_passes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """coremltools-style QAT classes convert themselves (from_float/to_float): not BS506; a
+    class without them still is."""
+    (tmp_path / "coreml_like.py").write_text(
+        "import torch\n"
+        "class ConvertsItself(torch.nn.Module):\n"
+        "    _FLOAT_MODULE = torch.nn.Linear\n"
+        "    @classmethod\n"
+        "    def from_float(cls, mod): return cls()\n"
+        "    def to_float(self): return torch.nn.Linear(1, 1)\n"
+        "class DoesNot(torch.nn.Module):\n"
+        "    _FLOAT_MODULE = torch.nn.Linear\n",
+        encoding="utf-8",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = tmp_path / "qat.yaml"
+    spec.write_text(
+        "name: b\npatterns:\n"
+        "  - pattern: nn.Linear\n    root_module: nn.Linear\n"
+        "    qat_module: coreml_like.ConvertsItself\n"
+        "  - pattern: F.linear\n    root_module: nn.Linear\n"
+        "    qat_module: coreml_like.DoesNot\n",
+        encoding="utf-8",
+    )
+    rules = select_rules(Selection(select=("BS506",)))
+    found = lint_path(spec, rules, allow_imports=("coreml_like",))
+    assert [(d.code, d.line) for d in found] == [("BS506", 8)], found

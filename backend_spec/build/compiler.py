@@ -45,6 +45,9 @@ class Compiled:
 
     backend_config: Any
     origins: dict[Any, Origin] = field(default_factory=dict)
+    #: The source and validated model it came from (None for a built-in base).
+    doc: SourceDoc | None = None
+    spec: SpecModel | None = None
 
 
 def pattern_key(config: Any) -> Any:
@@ -99,6 +102,8 @@ class Compiler:
     def named_dtype_config(self, path: KeyPath, name: str) -> Any:
         if name not in self._named_dtype_configs:
             model = self.spec.dtype_configs.get(name)
+            if model is None and self.spec.set_aside(("dtype_configs", name)):
+                return None  # it failed validation, which is reported already
             if model is None:
                 known = list(self.spec.dtype_configs)
                 match = difflib.get_close_matches(name, known, n=1)
@@ -185,7 +190,7 @@ class Compiler:
         # Named configs are built even when unused so that their problems surface too.
         for name in self.spec.dtype_configs:
             self.named_dtype_config(("dtype_configs", name), name)
-        return [(i, self.pattern_config(i, m)) for i, m in enumerate(self.spec.patterns)]
+        return [(i, self.pattern_config(i, m)) for i, m in self.spec.numbered_patterns()]
 
     def removal_keys(self) -> list[tuple[KeyPath, Any]]:
         keys = []

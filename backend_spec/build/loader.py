@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,7 @@ def loads(
     resolver = Resolver(tuple(allow_imports or ()))
     fmt = format_for(file, format)
     with _torch.quiet():
-        return _guarded(
+        return guarded(
             lambda: _compile_text(text, file, fmt, resolver, Path(base_dir or "."), ())
         ).backend_config
 
@@ -55,7 +56,7 @@ def compile_file(
     """Compile a spec file, keeping where each pattern came from (for ``bespec show``)."""
     resolver = Resolver(tuple(allow_imports or ()))
     with _torch.quiet():
-        return _guarded(lambda: _compile_path(Path(path), resolver, ()))
+        return guarded(lambda: _compile_path(Path(path), resolver, ()))
 
 
 def builtin_compiled(name: str) -> Compiled:
@@ -65,7 +66,7 @@ def builtin_compiled(name: str) -> Compiled:
     return Compiled(config, {pattern_key(c): origin for c in config.configs})
 
 
-def _guarded(build: Any) -> Compiled:
+def guarded(build: Any) -> Any:
     """Run a build; any failure that is not already a SpecError becomes one, never a traceback.
 
     The cyclic garbage collector is paused meanwhile: a load allocates many small objects that
@@ -112,7 +113,7 @@ def read_source(path: Path, fmt: str | None = None) -> SourceDoc:
         raise SpecError(
             [Diagnostic(file, 0, 0, codes.UNREADABLE, f"cannot read: {exc.strerror or exc}")]
         ) from None
-    return parse(decode(raw, file), file, fmt)
+    return parse(decode(raw, file), file, fmt, recover=True)
 
 
 def _compile_path(path: Path, resolver: Resolver, chain: tuple[Path, ...]) -> Compiled:
@@ -123,39 +124,75 @@ def _compile_path(path: Path, resolver: Resolver, chain: tuple[Path, ...]) -> Co
 def _compile_text(
     text: str, file: str, fmt: str, resolver: Resolver, base_dir: Path, chain: tuple[Path, ...]
 ) -> Compiled:
-    return _compile_doc(parse(text, file, fmt), resolver, base_dir, chain)
+    return _compile_doc(parse(text, file, fmt, recover=True), resolver, base_dir, chain)
 
 
 def _compile_doc(
     doc: SourceDoc, resolver: Resolver, base_dir: Path, chain: tuple[Path, ...]
 ) -> Compiled:
-    spec, problems = validate(doc)
-    if spec is None:
+    built = build(doc, resolver, base_dir, chain)
+    problems = built.diagnostics
+    if built.spec is not None:
+        problems = [*problems, *meaning_errors(built, resolver)]
+    if problems:
         raise SpecError(problems)
+    assert built.compiled is not None
+    return built.compiled
+
+
+@dataclass
+class Built:
+    """One pass over a spec: what validated, the config when nothing failed, every error."""
+
+    doc: SourceDoc
+    spec: SpecModel | None
+    compiled: Compiled | None
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+
+def build(
+    doc: SourceDoc, resolver: Resolver, base_dir: Path, chain: tuple[Path, ...] = ()
+) -> Built:
+    """Validate (with recovery) and compile a parsed spec, collecting schema, name, reference
+    and ``extends`` errors of the whole file; ``compiled`` is None when there is any."""
+    spec, problems = validate(doc)
+    problems[:0] = doc.diagnostics  # duplicate keys, found while parsing
+    if spec is None:
+        return Built(doc, None, None, problems)
     compiler = Compiler(doc, spec, resolver)
     entries = compiler.compile_patterns()
     removals = compiler.removal_keys()
     base = _base(doc, spec, resolver, base_dir, chain, compiler.diagnostics)
-    if spec.remove and not spec.extends:
+    if "remove" in spec.model_fields_set and not spec.extends and not spec.set_aside(("extends",)):
         compiler.problem(
             ("remove",),
             codes.REMOVE_WITHOUT_EXTENDS,
             "'remove' needs 'extends'",
             "name a base to remove patterns from",
         )
-    if compiler.diagnostics:
-        raise SpecError(compiler.diagnostics)
-    result = Compiled(_torch.BackendConfig(spec.name))
+    problems.extend(compiler.diagnostics)
+    if problems:
+        return Built(doc, spec, None, problems)
+    result = Compiled(_torch.BackendConfig(spec.name), doc=doc, spec=spec)
     if base is not None:
         _inherit(result, base)
-    _remove(result, removals, doc, compiler.diagnostics)
+    _remove(result, removals, doc, problems)
     for index, config in entries:
         key = pattern_key(config)
         result.backend_config.set_backend_pattern_config(config)
         result.origins[key] = Origin(doc.file, doc.where(("patterns", index))[0])
-    if compiler.diagnostics:
-        raise SpecError(compiler.diagnostics)
-    return result
+    return Built(doc, spec, None if problems else result, problems)
+
+
+def meaning_errors(built: Built, resolver: Resolver) -> list[Diagnostic]:
+    """Errors of a file that does not mean what it says: an entry that another silently
+    replaces, a fuser that cannot take its chain (lint rules that load enforces). Checked on
+    every entry that validated, so they are reported with the file's other errors."""
+    from backend_spec.lint.runner import enforced_problems
+
+    assert built.spec is not None
+    config = built.compiled.backend_config if built.compiled is not None else None
+    return enforced_problems(built.doc, built.spec, resolver, config)
 
 
 def _inherit(result: Compiled, base: Compiled) -> None:

@@ -74,9 +74,10 @@ def existing(path: Path) -> Path:
 
 def report_errors(error: SpecError) -> typer.Exit:
     """Print a SpecError's diagnostics to stderr; exit 1."""
+    from backend_spec.cli.render.console import use_color
     from backend_spec.cli.render.diagnostics import render_text
 
-    sys.stderr.write(render_text(error.diagnostics, color=sys.stderr.isatty()))
+    sys.stderr.write(render_text(error.diagnostics, color=use_color(sys.stderr)))
     count = len(error.diagnostics)
     typer.echo(f"{count} problem{'s' if count != 1 else ''} found.", err=True)
     return typer.Exit(1)
@@ -107,6 +108,30 @@ def load_ref(ref: str, allow_import: list[str] | None, spec_errors_exit: int = 1
         raise typer.Exit(spec_errors_exit) from None
 
 
+def compile_reporting(spec: Path, allow_import: list[str] | None):
+    """Compile SPEC for ``bespec compile``: errors (exit 1) and lint findings (warnings) go to
+    stderr together; the project's [tool.bespec] select/ignore apply, as for ``bespec lint``."""
+    from backend_spec.cli.render.console import use_color
+    from backend_spec.cli.render.diagnostics import render_text
+    from backend_spec.lint.registry import Selection, select_rules
+    from backend_spec.lint.runner import compile_report
+    from backend_spec.lint.settings import merged, project_settings
+
+    try:
+        settings = merged(project_settings(spec), None, None, False)
+        rules = select_rules(Selection(settings.select, settings.ignore))
+    except ValueError as exc:
+        raise fail_usage(str(exc)) from None
+    compiled, found = compile_report(spec, allowed(allow_import), rules)
+    if compiled is None:
+        raise report_errors(SpecError(found))
+    if found:
+        sys.stderr.write(render_text(found, color=use_color(sys.stderr)))
+        count = len(found)
+        typer.echo(f"{count} warning{'s' if count != 1 else ''}.", err=True)
+    return compiled
+
+
 @app.command("compile")
 def compile_command(
     spec: SpecArg,
@@ -130,7 +155,7 @@ def compile_command(
     """Validate and compile SPEC; print what it holds."""
     from backend_spec.cli.render.summary import print_summary
 
-    compiled = load_ref(str(existing(spec)), allow_import)
+    compiled = compile_reporting(existing(spec), allow_import)
     print_summary(compiled.backend_config, spec)
     if output is not None:
         from backend_spec.export.python import generate_module
@@ -220,6 +245,7 @@ def lint_command(
     allow_import: AllowImport = None,
 ) -> None:
     """Report every problem of each SPEC: loader errors and semantic rules (docs/rules.md)."""
+    from backend_spec.cli.render.console import use_color
     from backend_spec.cli.render.lint import render_lint
     from backend_spec.lint.session import lint_files
 
@@ -229,7 +255,7 @@ def lint_command(
         report = lint_files(specs, select, ignore, strict, allowed(allow_import))
     except ValueError as exc:
         raise fail_usage(str(exc)) from None
-    sys.stdout.write(render_lint(report, fmt, color=sys.stdout.isatty()))
+    sys.stdout.write(render_lint(report, fmt, color=use_color(sys.stdout)))
     if fmt == "text":
         typer.echo(report.summary(), err=True)
     raise typer.Exit(1 if report.failed else 0)

@@ -115,7 +115,7 @@ class LintContext:
 
     @cached_property
     def entries(self) -> list[PatternEntry]:
-        return [self._entry(i, model) for i, model in enumerate(self.spec.patterns)]
+        return [self._entry(i, model) for i, model in self.spec.numbered_patterns()]
 
     def _entry(self, index: int, model: PatternModel) -> PatternEntry:
         config = _torch.BackendPatternConfig()

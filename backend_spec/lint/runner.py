@@ -1,8 +1,9 @@
 """Lint one spec file: the loader's diagnostics (always errors) plus the selected rules.
 
-The loader runs first and its problems are reported as they are; the rules then run on the
-validated model whenever the file parses and validates, even if names failed to resolve, so a
-user sees every problem in one pass. A rule that crashes becomes a diagnostic, not a traceback.
+The file is read and validated once. Validation recovers from bad entries (they are reported
+and set aside), and the rules run on every entry that validated, even if names failed to
+resolve, so a user sees every problem in one pass. A rule that crashes becomes a diagnostic,
+not a traceback.
 """
 
 from __future__ import annotations
@@ -10,17 +11,24 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from backend_spec import _torch, codes
-from backend_spec.build.loader import compile_file, read_source
-from backend_spec.diagnostics import Diagnostic, SpecError
+from backend_spec.build.compiler import Compiled
+from backend_spec.build.loader import Built, build, guarded, read_source
+from backend_spec.diagnostics import Diagnostic, Severity, SpecError
 from backend_spec.lint.context import LintContext, Problem
 from backend_spec.lint.registry import Rule, all_rules
 from backend_spec.names.resolver import Resolver
-from backend_spec.spec.validate import validate
+from backend_spec.spec.models import SpecModel
+from backend_spec.spec.source import SourceDoc
 
 #: Code of a rule that failed on unexpected input (a bug in bespec, reported like a problem).
 RULE_CRASHED = codes.RULE_CRASHED
+
+
+#: Rules whose findings change what a file means; load and compile enforce them as errors.
+ENFORCED = (codes.DUPLICATE_PATTERN, codes.FUSER_ARITY)
 
 
 def lint_path(
@@ -28,36 +36,71 @@ def lint_path(
     rules: Iterable[Rule] | None = None,
     allow_imports: Iterable[str] = (),
 ) -> list[Diagnostic]:
-    """Every problem of one spec file, in file order."""
-    path = Path(path)
-    allow = tuple(allow_imports)
+    """Every problem of one spec file, in file order, from one read and one validation."""
     rules = all_rules() if rules is None else tuple(rules)
     with _torch.quiet():
-        found, backend_config = _loader_problems(path, allow)
-        context = _context(path, allow, backend_config)
+        try:
+            context, built = _context(Path(path), allow_imports)
+        except SpecError as error:
+            return _ordered(list(error.diagnostics))
+        found = list(built.diagnostics)
         if context is not None:
             for rule in rules:
                 found.extend(run_rule(rule, context))
     return _ordered(found)
 
 
-def _loader_problems(path: Path, allow: tuple[str, ...]) -> tuple[list[Diagnostic], object]:
-    try:
-        return [], compile_file(path, allow).backend_config
-    except SpecError as error:
-        return list(error.diagnostics), None
+def compile_report(
+    path: str | Path, allow_imports: Iterable[str] = (), rules: Iterable[Rule] | None = None
+) -> tuple[Compiled | None, list[Diagnostic]]:
+    """What ``bespec compile`` reports, from one read: the compiled spec (None when there is
+    any error), and every diagnostic: the loader's errors, the :data:`ENFORCED` rules' findings
+    as errors, the other rules' findings as warnings."""
+    with _torch.quiet():
+        try:
+            context, built = _context(Path(path), allow_imports)
+        except SpecError as error:
+            return None, _ordered(list(error.diagnostics))
+        errors = list(built.diagnostics)
+        warnings: list[Diagnostic] = []
+        if context is not None:
+            errors += _as(Severity.ERROR, _run(context, True))
+            warnings = _as(Severity.WARNING, _run(context, False, rules))
+    compiled = None if errors else built.compiled
+    return compiled, _ordered([*errors, *warnings])
 
 
-def _context(path: Path, allow: tuple[str, ...], backend_config: object) -> LintContext | None:
-    """The rules' view of the file, or None when it does not even validate."""
-    try:
-        doc = read_source(path)
-    except SpecError:
-        return None
-    spec, _ = validate(doc)
-    if spec is None:
-        return None
-    return LintContext(doc, spec, Resolver(allow), backend_config)
+def _context(path: Path, allow_imports: Iterable[str]) -> tuple[LintContext | None, Built]:
+    """Read, validate and compile a file once; the rules' view of it (None when it is not
+    even a mapping). SpecError when it cannot be read or parsed."""
+    resolver = Resolver(tuple(allow_imports))
+    doc = read_source(path)
+    built = guarded(lambda: build(doc, resolver, path.parent, (path.resolve(),)))
+    if built.spec is None:
+        return None, built
+    config = built.compiled.backend_config if built.compiled is not None else None
+    return LintContext(doc, built.spec, resolver, config), built
+
+
+def _as(severity: Severity, found: list[Diagnostic]) -> list[Diagnostic]:
+    return [dataclasses.replace(d, severity=severity) for d in found]
+
+
+def _run(
+    context: LintContext, enforced: bool, rules: Iterable[Rule] | None = None
+) -> list[Diagnostic]:
+    found = []
+    for rule in all_rules() if rules is None else rules:
+        if (rule.id in ENFORCED) == enforced:
+            found.extend(run_rule(rule, context))
+    return found
+
+
+def enforced_problems(
+    doc: SourceDoc, spec: SpecModel, resolver: Resolver, backend_config: Any
+) -> list[Diagnostic]:
+    """The findings of the :data:`ENFORCED` rules on a validated spec (as errors)."""
+    return _as(Severity.ERROR, _run(LintContext(doc, spec, resolver, backend_config), True))
 
 
 def run_rule(rule: Rule, context: LintContext) -> list[Diagnostic]:

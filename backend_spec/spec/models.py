@@ -9,14 +9,18 @@ entry are not written here but built from the one field table, :mod:`backend_spe
 
 from __future__ import annotations
 
+import math
+import sys
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Discriminator,
     Field,
-    Strict,
+    PrivateAttr,
     Tag,
     create_model,
     field_validator,
@@ -26,7 +30,7 @@ from pydantic_core import PydanticCustomError
 
 from backend_spec import codes
 from backend_spec.names.dtypes import dtype_range
-from backend_spec.spec.fields import PATTERN_FIELDS, FieldKind, PatternField, fields_of
+from backend_spec.spec.fields import PATTERN_FIELDS, FieldKind, PatternField
 
 #: ``DTypeWithConstraints`` fields other than ``dtype``, in the order a spec lists them.
 CONSTRAINT_FIELDS: tuple[str, ...] = (
@@ -44,13 +48,76 @@ OBSERVATION_TYPES = (
     "input_output_not_observed",
 )
 
+#: The input types torch reads from ``input_type_to_index`` (prepare reads weight and bias;
+#: the TensorRT config also names its input).
+INPUT_TYPES = ("input", "weight", "bias")
+
+
+def _not_one_of(code: str, what: str, value: str, choices: tuple[str, ...]) -> Exception:
+    """A value outside a closed vocabulary; validate turns ``choices`` into a suggestion."""
+    return PydanticCustomError(
+        code, f"unknown {what} '{{value}}'", {"value": value, "choices": choices}
+    )
+
+
+def check_observation_type(value: str) -> str:
+    lowered = value.lower()
+    if lowered not in OBSERVATION_TYPES:
+        raise _not_one_of(
+            codes.UNKNOWN_OBSERVATION_TYPE, "observation type", value, OBSERVATION_TYPES
+        )
+    return lowered
+
+
+def _case_insensitive(word: str) -> str:
+    return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in word)
+
+
 ObservationTypeName = Annotated[
     str,
+    AfterValidator(check_observation_type),
     Field(
-        description="How observers are inserted (case-insensitive).",
-        json_schema_extra={"enum": [*OBSERVATION_TYPES, *(t.upper() for t in OBSERVATION_TYPES)]},
+        description="How observers are inserted (case-insensitive): "
+        + ", ".join(OBSERVATION_TYPES),
+        json_schema_extra={
+            "pattern": "^(" + "|".join(_case_insensitive(t) for t in OBSERVATION_TYPES) + ")$"
+        },
     ),
 ]
+
+
+def _integral(value: Any) -> Any:
+    """Integral floats (``0.0``, TOML's ``255.0``) count as integers in every integer field,
+    as JSON Schema's ``integer`` does; other floats stay floats and are refused."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return value
+
+
+#: An integer field: ints, and floats with no fractional part; never bools or strings.
+Integer = Annotated[int, BeforeValidator(_integral)]
+
+
+def check_input_type(value: str) -> str:
+    if value not in INPUT_TYPES:
+        raise _not_one_of(codes.UNKNOWN_INPUT_TYPE, "input type", value, INPUT_TYPES)
+    return value
+
+
+InputType = Annotated[str, AfterValidator(check_input_type)]
+
+#: ``num_tensor_args_to_observation_type`` keys: an integer, or its decimal text (TOML and
+#: JSON keys are strings).
+TENSOR_ARGS_KEY = "^[0-9]+$"
+
+
+def _tensor_args_count(value: Any) -> Any:
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        return int(value)
+    return value
+
+
+TensorArgCount = Annotated[int, BeforeValidator(_tensor_args_count), Field(ge=0)]
 
 Name = Annotated[
     str,
@@ -62,7 +129,8 @@ Name = Annotated[
     ),
 ]
 
-Number = Annotated[int | float, Field()]
+#: A real number (ints are accepted and widened; bools and strings are not).
+Number = float
 
 
 class _Strict(BaseModel):
@@ -73,8 +141,8 @@ class DTypeWithConstraintsModel(_Strict):
     """A dtype plus the constraints a QConfig must meet (torch's ``DTypeWithConstraints``)."""
 
     dtype: Annotated[str, Field(description="A torch.dtype attribute name: quint8, qint8, ...")]
-    quant_min_lower_bound: Number | None = Field(None, description="Lowest allowed quant_min.")
-    quant_max_upper_bound: Number | None = Field(None, description="Highest allowed quant_max.")
+    quant_min_lower_bound: Integer | None = Field(None, description="Lowest allowed quant_min.")
+    quant_max_upper_bound: Integer | None = Field(None, description="Highest allowed quant_max.")
     scale_min_lower_bound: Number | None = Field(
         None, description="Lowest allowed scale (the observer's eps)."
     )
@@ -82,7 +150,7 @@ class DTypeWithConstraintsModel(_Strict):
     scale_exact_match: Number | None = Field(
         None, description="Fixed scale (FixedQParamsObserver) for ops such as sigmoid."
     )
-    zero_point_exact_match: int | None = Field(None, description="Fixed zero point.")
+    zero_point_exact_match: Integer | None = Field(None, description="Fixed zero point.")
 
     @field_validator("dtype")
     @classmethod
@@ -104,10 +172,10 @@ class DTypeWithConstraintsModel(_Strict):
             ("scale_max_upper_bound", smax),
             ("scale_exact_match", self.scale_exact_match),
         ):
-            if value is not None and not value > 0:
+            if value is not None and not (value > 0 and math.isfinite(value)):
                 raise PydanticCustomError(
                     codes.NONPOSITIVE_SCALE,
-                    "{label} must be > 0, got {value}",
+                    "{label} must be a positive finite number, got {value}",
                     {"label": label, "value": value},
                 )
         if smin is not None and smax is not None and smin > smax:
@@ -153,8 +221,16 @@ def check_dtype_name(value: str) -> str:
     return value
 
 
-def _dtype_kind(value: Any) -> str:
-    return "name" if isinstance(value, str) else "constrained"
+def _kind(value: Any, container: type, tag: str) -> str | None:
+    """A union's branch: ``name`` for a string, ``tag`` for a ``container``, else None (one
+    "expected X or Y" error rather than one error per branch)."""
+    if isinstance(value, str):
+        return "name"
+    return tag if isinstance(value, container) else None
+
+
+def _dtype_kind(value: Any) -> str | None:
+    return _kind(value, dict, "constrained")
 
 
 DTypeName = Annotated[str, Field(description="A torch.dtype attribute name.")]
@@ -191,8 +267,8 @@ class DTypeConfigModel(_Strict):
         return self
 
 
-def _dtype_config_ref_kind(value: Any) -> str:
-    return "name" if isinstance(value, str) else "inline"
+def _dtype_config_ref_kind(value: Any) -> str | None:
+    return _kind(value, dict, "inline")
 
 
 DTypeConfigRef = Annotated[
@@ -210,8 +286,8 @@ class SequentialFuser(_Strict):
     sequential: Name
 
 
-def _fuser_kind(value: Any) -> str:
-    return "name" if isinstance(value, str) else "sequential"
+def _fuser_kind(value: Any) -> str | None:
+    return _kind(value, dict, "sequential")
 
 
 FuserMethod = Annotated[
@@ -231,8 +307,8 @@ ComplexPattern = Annotated[
 ]
 
 
-def _simple_pattern_kind(value: Any) -> str:
-    return "name" if isinstance(value, str) else "sequence"
+def _simple_pattern_kind(value: Any) -> str | None:
+    return _kind(value, list, "sequence")
 
 
 SimplePattern = Annotated[
@@ -252,10 +328,8 @@ _KIND_TYPES: dict[FieldKind, Any] = {
     FieldKind.FUSED_MODULE: Name | None,
     FieldKind.FUSER: FuserMethod | None,
     FieldKind.FUNCTION: Name | None,
-    FieldKind.OBSERVATION_TYPE_MAP: (
-        dict[Annotated[int, Strict(False)], ObservationTypeName] | None
-    ),
-    FieldKind.INDEX_MAP: dict[str, int] | None,
+    FieldKind.OBSERVATION_TYPE_MAP: dict[TensorArgCount, ObservationTypeName] | None,
+    FieldKind.INDEX_MAP: dict[InputType, Integer] | None,
 }
 
 
@@ -273,24 +347,9 @@ _PatternFields = create_model(
     **{spec.key: _pattern_field(spec) for spec in PATTERN_FIELDS},  # type: ignore[call-overload]
 )
 
-_OBSERVATION_TYPE_KEYS = tuple(f.key for f in fields_of(FieldKind.OBSERVATION_TYPE))
-_OBSERVATION_MAP_KEYS = tuple(f.key for f in fields_of(FieldKind.OBSERVATION_TYPE_MAP))
-
 
 class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
     """One supported op pattern (torch's ``BackendPatternConfig``)."""
-
-    @field_validator(*_OBSERVATION_TYPE_KEYS)
-    @classmethod
-    def _observation_type(cls, value: str | None) -> str | None:
-        return None if value is None else check_observation_type(value)
-
-    @field_validator(*_OBSERVATION_MAP_KEYS)
-    @classmethod
-    def _observation_types(cls, value: dict[int, str] | None) -> dict[int, str] | None:
-        if value is None:
-            return None
-        return {k: check_observation_type(v) for k, v in value.items()}
 
     @model_validator(mode="after")
     def _one_pattern(self) -> PatternModel:
@@ -304,17 +363,6 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
                 {},
             )
         return self
-
-
-def check_observation_type(value: str) -> str:
-    lowered = value.lower()
-    if lowered not in OBSERVATION_TYPES:
-        raise PydanticCustomError(
-            codes.UNKNOWN_OBSERVATION_TYPE,
-            "unknown observation type '{value}'",
-            {"value": value, "choices": OBSERVATION_TYPES},
-        )
-    return lowered
 
 
 PatternRef = Annotated[
@@ -336,6 +384,15 @@ class SpecModel(_Strict):
     )
 
     spec_version: Literal[1] = Field(1, description="The format version; only 1 exists.")
+
+    @field_validator("spec_version", mode="before")
+    @classmethod
+    def _version_not_bool(cls, value: Any) -> Any:
+        # ``true == 1`` in Python; JSON Schema's ``const: 1`` refuses it, and so do we.
+        if isinstance(value, bool):
+            raise PydanticCustomError("literal_error", "spec_version must be a number", {})
+        return value
+
     name: str = Field(description="BackendConfig.name", min_length=1)
     extends: str | None = Field(
         None,
@@ -352,9 +409,33 @@ class SpecModel(_Strict):
         default_factory=list, description="BackendPatternConfigs, in order."
     )
 
+    # Error recovery (set by spec.validate): the entries that validated keep their index in
+    # the file, and what was set aside is remembered so that no follow-up error is reported
+    # for it (a pattern naming a dtype config that failed validation, 'remove' whose
+    # 'extends' failed...).
+    _pattern_indices: tuple[int, ...] | None = PrivateAttr(None)
+    _set_aside: frozenset[tuple[str | int, ...]] = PrivateAttr(frozenset())
+
+    def numbered_patterns(self) -> list[tuple[int, PatternModel]]:
+        """Each pattern entry with its index in the file (entries that failed are skipped)."""
+        if self._pattern_indices is None:
+            return list(enumerate(self.patterns))
+        return list(zip(self._pattern_indices, self.patterns, strict=True))
+
+    def set_aside(self, path: tuple[str | int, ...]) -> bool:
+        """Whether the value at ``path`` (``("dtype_configs", name)``, ``("extends",)``) was
+        written but failed validation, so references to it must not be reported again."""
+        return path in self._set_aside
+
 
 def json_schema() -> dict[str, Any]:
-    """The JSON Schema of the format, for editors (yaml-language-server) and CI validators."""
+    """The JSON Schema of the format, for editors (yaml-language-server) and CI validators.
+
+    pydantic's schema says the types; :func:`_refine` adds what the validators check and JSON
+    Schema can express (dtype names, ranges, one pattern form, remove needs extends...), so
+    editors and the loader agree. What JSON Schema cannot say: whether names resolve, whether
+    a named dtype config exists, and the order of two fields (quant_min <= quant_max).
+    """
     schema = _link_complex_patterns(SpecModel.model_json_schema())
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = "https://bespec.dev/schemas/backend-spec.schema.json"
@@ -365,7 +446,61 @@ def json_schema() -> dict[str, Any]:
         ]
     }
     schema["additionalProperties"] = False
+    _refine(schema)
     return schema
+
+
+def _not_null(field: str) -> dict[str, Any]:
+    return {"required": [field], "properties": {field: {"not": {"type": "null"}}}}
+
+
+def _refine(schema: dict[str, Any]) -> None:
+    from backend_spec.names.dtypes import dtype_names
+
+    defs = schema["$defs"]
+    names = sorted(dtype_names())
+    dtype_enum = {"enum": names, "description": "A torch.dtype attribute name."}
+    constrained = defs["DTypeWithConstraintsModel"]
+    fields = constrained["properties"]
+    fields["dtype"].update(dtype_enum)
+    # Positive and finite; ``not maximum 0`` also refuses NaN (which every comparison passes).
+    finite = {"exclusiveMinimum": 0, "maximum": sys.float_info.max, "not": {"maximum": 0}}
+    for name in ("scale_min_lower_bound", "scale_max_upper_bound", "scale_exact_match"):
+        fields[name]["anyOf"][0].update(finite)
+    constrained["allOf"] = [
+        {
+            "if": {"properties": {"dtype": {"const": name}}, "required": ["dtype"]},
+            "then": {
+                "properties": {
+                    field: {"minimum": low, "maximum": high} for field in _INTEGER_CONSTRAINTS
+                }
+            },
+        }
+        for name in names
+        for low, high in [dtype_range(name) or (None, None)]
+        if low is not None
+    ]
+    configs = defs["DTypeConfigModel"]["properties"]
+    for key in ("input_dtype", "output_dtype", "weight_dtype", "bias_dtype"):
+        configs[key]["anyOf"][0]["oneOf"][0].update(dtype_enum)
+    configs["bias_dtype"]["anyOf"][0]["oneOf"][1] = {
+        "type": "object",
+        "properties": {"dtype": dtype_enum},
+        "required": ["dtype"],
+        "additionalProperties": False,
+        "description": "bias_dtype takes a dtype only; torch has no bias constraints.",
+    }
+    pattern = defs["PatternModel"]
+    pattern["oneOf"] = [_not_null("pattern"), _not_null("pattern_complex_format")]
+    counts = pattern["properties"]["num_tensor_args_to_observation_type"]["anyOf"][0]
+    counts["propertyNames"] = {"pattern": TENSOR_ARGS_KEY}
+    indices = pattern["properties"]["input_type_to_index"]["anyOf"][0]
+    indices["propertyNames"] = {"enum": list(INPUT_TYPES)}
+    schema["dependentRequired"] = {"remove": ["extends"]}
+    schema["dependentSchemas"] = {"remove": {"properties": {"extends": {"type": "string"}}}}
+
+
+_INTEGER_CONSTRAINTS = ("quant_min_lower_bound", "quant_max_upper_bound", "zero_point_exact_match")
 
 
 def _link_complex_patterns(node: Any) -> Any:

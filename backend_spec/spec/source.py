@@ -60,9 +60,27 @@ class SourceDoc:
     positions: dict[KeyPath, Position] = field(default_factory=dict)
     key_positions: dict[KeyPath, Position] = field(default_factory=dict)
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    #: Paths whose value came from a YAML alias or ``<<`` merge -> where that value is written.
+    aliases: dict[KeyPath, KeyPath] = field(default_factory=dict)
+
+    def canonical(self, path: KeyPath) -> KeyPath:
+        """Where the value at ``path`` is written: a value inside an alias or merge is written
+        at its anchor, so a mistake there is reported once, at the anchor, not at every use."""
+        if not self.aliases:
+            return path
+        for _ in range(MAX_DEPTH):
+            for end in range(1, len(path) + 1):
+                target = self.aliases.get(path[:end])
+                if target is not None:
+                    path = (*target, *path[end:])
+                    break
+            else:
+                return path
+        return path
 
     def where(self, path: KeyPath) -> Position:
         """Position of the value at ``path``, else of its nearest ancestor that has one."""
+        path = self.canonical(path)
         for end in range(len(path), -1, -1):
             pos = self.positions.get(path[:end])
             if pos is not None:
@@ -71,7 +89,7 @@ class SourceDoc:
 
     def key_where(self, path: KeyPath) -> Position:
         """Position of the key that introduces ``path`` (falls back to the value position)."""
-        return self.key_positions.get(path) or self.where(path)
+        return self.key_positions.get(self.canonical(path)) or self.where(path)
 
     def diagnostic(
         self, path: KeyPath, code: str, message: str, hint: str = "", *, at_key: bool = False
@@ -126,8 +144,13 @@ def decode(raw: bytes, file: str) -> str:
     return text
 
 
-def parse(text: str, file: str, fmt: str) -> SourceDoc:
-    """Parse spec text of the given format; raises SpecError on syntax problems."""
+def parse(text: str, file: str, fmt: str, *, recover: bool = False) -> SourceDoc:
+    """Parse spec text of the given format; raises SpecError on syntax problems.
+
+    Problems that leave usable data (a duplicate key: the first value is kept) are raised
+    too, unless ``recover``: then they stay in ``doc.diagnostics`` for the caller to report
+    with everything else it finds.
+    """
     bad = _first_control_char(text)
     if bad is not None:
         line, col, char = bad
@@ -143,7 +166,7 @@ def parse(text: str, file: str, fmt: str) -> SourceDoc:
             ]
         )
     doc = _parse_yaml(text, file) if fmt == "yaml" else _parse_toml(text, file)
-    if doc.diagnostics:
+    if doc.diagnostics and not recover:
         raise SpecError(doc.diagnostics)
     return doc
 
@@ -250,7 +273,7 @@ class _Frame:
     size: int = 1
     pending_key: Any = None
     key_pos: Position | None = None
-    merges: list[tuple[Any, Position]] = field(default_factory=list)
+    merges: list[tuple[Any, Position, KeyPath]] = field(default_factory=list)
     anchor: str | None = None
 
 
@@ -263,7 +286,7 @@ class _YamlComposer:
     def __init__(self, text: str, doc: SourceDoc):
         self.parser = CParser(text)
         self.doc = doc
-        self.anchors: dict[str, tuple[Any, int]] = {}
+        self.anchors: dict[str, tuple[Any, int, KeyPath]] = {}
         self.nodes = 0
 
     def abort(self, pos: Position, code: str, message: str, hint: str = "") -> _Abort:
@@ -287,7 +310,11 @@ class _YamlComposer:
                 self._count(1, pos)
                 value = self._scalar(event, pos)
                 if event.anchor is not None:
-                    self.anchors[event.anchor] = (value, 1)
+                    self.anchors[event.anchor] = (
+                        value,
+                        1,
+                        self._child_path(stack[-1] if stack else None),
+                    )
                 if not stack:
                     result = value
                     positions[()] = pos
@@ -304,7 +331,7 @@ class _YamlComposer:
                 if isinstance(frame.value, dict):
                     self._apply_merges(frame)
                 if frame.anchor is not None:
-                    self.anchors[frame.anchor] = (frame.value, frame.size)
+                    self.anchors[frame.anchor] = (frame.value, frame.size, frame.path)
                 if stack:
                     stack[-1].size += frame.size
                     self._attach(stack[-1], frame.value, frame.path, None)
@@ -326,14 +353,17 @@ class _YamlComposer:
                 stack.append(_Frame(container, path, anchor=event.anchor))
                 continue
             if cls is AliasEvent:
-                value, size = self._alias(event, pos)
+                value, size, origin = self._alias(event, pos)
                 self._count(size, pos)
                 if not stack:
                     result = value
                     continue
                 parent = stack[-1]
                 parent.size += size
-                self._attach(parent, value, self._child_path(parent), pos)
+                path = self._child_path(parent)
+                if parent.pending_key is not None or isinstance(parent.value, list):
+                    self.doc.aliases[path] = origin
+                self._attach(parent, value, path, pos)
                 continue
             if cls is DocumentStartEvent:
                 documents += 1
@@ -367,7 +397,7 @@ class _YamlComposer:
                 "aliases that nest other aliases multiply; write the data out",
             )
 
-    def _alias(self, event: Any, pos: Position) -> tuple[Any, int]:
+    def _alias(self, event: Any, pos: Position) -> tuple[Any, int, KeyPath]:
         if event.anchor not in self.anchors:
             raise self.abort(pos, codes.SYNTAX, f"unknown alias *{event.anchor}")
         return self.anchors[event.anchor]
@@ -407,7 +437,7 @@ class _YamlComposer:
         key, key_pos = parent.pending_key, parent.key_pos
         parent.pending_key = None
         if key == "<<" and isinstance(value, (dict, list)):
-            parent.merges.append((value, key_pos or (1, 1)))
+            parent.merges.append((value, key_pos or (1, 1), self.doc.aliases.get(path, path)))
             return
         if pos is not None:
             self.doc.positions.setdefault(path, pos)
@@ -442,13 +472,20 @@ class _YamlComposer:
         assert isinstance(target, dict)
         for key in [k for k in target if isinstance(k, _DuplicateKey)]:
             del target[key]
-        for value, pos in frame.merges:
-            sources = value if isinstance(value, list) else [value]
-            for source in sources:
+        aliases = self.doc.aliases
+        for value, pos, origin in frame.merges:
+            sources = [(value, origin)]
+            if isinstance(value, list):
+                sources = [
+                    (v, aliases.get((*origin, i), (*origin, i))) for i, v in enumerate(value)
+                ]
+            for source, source_path in sources:
                 if not isinstance(source, dict):
                     raise self.abort(pos, codes.BAD_KEY, "'<<' merges only mappings")
                 for key, item in source.items():
-                    target.setdefault(key, item)
+                    if key not in target:
+                        target[key] = item
+                        aliases[(*frame.path, key)] = (*source_path, key)
 
 
 class _DuplicateKey:

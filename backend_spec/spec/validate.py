@@ -13,8 +13,9 @@ from pydantic import BaseModel, ValidationError
 
 from backend_spec import codes
 from backend_spec.diagnostics import Diagnostic, format_key_path
+from backend_spec.spec.fields import MODULE_KINDS, FieldKind, fields_of
 from backend_spec.spec.models import (
-    OBSERVATION_TYPES,
+    INPUT_TYPES,
     DTypeConfigModel,
     DTypeWithConstraintsModel,
     PatternModel,
@@ -35,11 +36,19 @@ _TYPE_NAMES = {
     "model_attributes_type": "a mapping",
     "int_parsing": "an integer",
     "union_tag_invalid": "a supported value",
+    "union_tag_not_found": "a supported value",
 }
 
 
 def validate(doc: SourceDoc) -> tuple[SpecModel | None, list[Diagnostic]]:
-    """Validate parsed data; ``x-`` top-level keys are set aside first (homes for anchors)."""
+    """Validate parsed data with error recovery; ``x-`` top-level keys are set aside first.
+
+    Each pattern entry and each named dtype config is validated on its own. A bad value is
+    reported and set aside: the entry is kept without it when it still means something (a
+    pattern with a bad observation type), else the whole entry goes. The rest is returned,
+    entries with their indices in the file, so resolution and the semantic rules still see
+    everything that is right. The model is None only when the document is not a mapping.
+    """
     data = doc.data
     if not isinstance(data, dict):
         what = "empty" if data is None else f"a {type(data).__name__}"
@@ -52,21 +61,131 @@ def validate(doc: SourceDoc) -> tuple[SpecModel | None, list[Diagnostic]]:
             )
         ]
     data = {k: v for k, v in data.items() if not (isinstance(k, str) and k.startswith("x-"))}
-    bad_keys = [k for k in data if not isinstance(k, str)]
-    if bad_keys:
-        return None, [
-            doc.diagnostic((k,), codes.UNKNOWN_KEY, f"unknown key {k!r}", at_key=True)
-            for k in bad_keys
-        ]
+    problems = [
+        doc.diagnostic((k,), codes.UNKNOWN_KEY, f"unknown key {k!r}", at_key=True)
+        for k in data
+        if not isinstance(k, str)
+    ]
+    data = {k: v for k, v in data.items() if isinstance(k, str)}
     try:
-        return SpecModel.model_validate(data), []
-    except ValidationError as exc:
-        return None, _dedupe([_diagnostic(doc, data, err) for err in exc.errors()])
+        spec, found = _recover(doc, data)
     except RecursionError:
-        return None, [doc.diagnostic((), codes.TOO_DEEP, "nesting too deep")]
+        return None, [*problems, doc.diagnostic((), codes.TOO_DEEP, "nesting too deep")]
+    return spec, _dedupe([*problems, *found])
+
+
+def _recover(doc: SourceDoc, data: dict[str, Any]) -> tuple[SpecModel | None, list[Diagnostic]]:
+    problems: list[Diagnostic] = []
+    set_aside: set[KeyPath] = set()
+
+    def check(model: type[BaseModel], value: Any, prefix: KeyPath) -> Any:
+        try:
+            return model.model_validate(value)
+        except ValidationError as exc:
+            errors = exc.errors()
+        for err in errors:
+            problems.append(_diagnostic(doc, data, {**err, "loc": (*prefix, *err["loc"])}))
+        kept = _without_bad_fields(model, value, errors)
+        if kept is None:
+            set_aside.add(prefix)
+            return None
+        set_aside.update((*prefix, str(err["loc"][0])) for err in errors)
+        return kept
+
+    top = dict(data)
+    raw_patterns, raw_configs = data.get("patterns"), data.get("dtype_configs")
+    patterns: list[PatternModel] = []
+    indices: list[int] = []
+    if isinstance(raw_patterns, list):
+        del top["patterns"]
+        for index, item in enumerate(raw_patterns):
+            entry = check(PatternModel, item, ("patterns", index))
+            if entry is not None:
+                patterns.append(entry)
+                indices.append(index)
+    configs: dict[str, DTypeConfigModel] = {}
+    if isinstance(raw_configs, dict):
+        del top["dtype_configs"]
+        for name, item in raw_configs.items():
+            config = check(DTypeConfigModel, item, ("dtype_configs", name))
+            if config is not None and isinstance(name, str):
+                configs[name] = config
+            elif not isinstance(name, str):
+                problems.append(_key_type(doc, ("dtype_configs", name)))
+    spec = _top_level(doc, data, top, problems, set_aside)
+    if spec is None:
+        return None, problems
+    spec = spec.model_copy(update={"patterns": patterns, "dtype_configs": configs})
+    spec._pattern_indices = tuple(indices)
+    spec._set_aside = frozenset(set_aside)
+    return spec, problems
+
+
+#: Fields without which an entry means nothing: when one of them is bad, the entry goes.
+_ESSENTIAL = frozenset({"pattern", "pattern_complex_format", "dtype", "sequential"})
+
+
+def _without_bad_fields(model: type[BaseModel], value: Any, errors: list[Any]) -> Any:
+    """The entry validated without the fields that failed (None when it cannot be): an entry
+    with one bad value is still a pattern the duplicate and fusion rules must see."""
+    if not isinstance(value, dict) or any(not err["loc"] for err in errors):
+        return None  # not a mapping, or a whole-entry problem (such as both pattern forms)
+    bad_items: dict[str, set[int]] = {}
+    for err in errors:
+        loc = err["loc"]
+        items = value.get(loc[0])
+        whole = len(loc) < 2 or not isinstance(items, list) or not isinstance(loc[1], int)
+        bad_items.setdefault(loc[0], set()).add(-1 if whole else loc[1])
+    if set(bad_items) & _ESSENTIAL:
+        return None
+    kept = {}
+    for key, item in value.items():
+        if key not in bad_items:
+            kept[key] = item
+        elif -1 not in bad_items[key]:  # a list field: keep its good items (dtype_configs)
+            kept[key] = [x for i, x in enumerate(item) if i not in bad_items[key]]
+    try:
+        return model.model_validate(kept)
+    except ValidationError:
+        return None
+
+
+def _top_level(
+    doc: SourceDoc,
+    data: dict[str, Any],
+    top: dict[str, Any],
+    problems: list[Diagnostic],
+    set_aside: set[KeyPath],
+) -> SpecModel | None:
+    """The top-level keys; a bad one is reported and left out (a missing or bad ``name``
+    becomes a placeholder: the file fails anyway, but its other problems still surface)."""
+    try:
+        return SpecModel.model_validate(top)
+    except ValidationError as exc:
+        errors = exc.errors()
+    problems.extend(_diagnostic(doc, data, err) for err in errors)
+    bad = {str(err["loc"][0]) for err in errors if err["loc"]}
+    set_aside.update((key,) for key in bad)
+    kept = {k: v for k, v in top.items() if k not in bad}
+    kept.setdefault("name", "<invalid>")
+    try:
+        return SpecModel.model_validate(kept)
+    except ValidationError:  # pragma: no cover - every bad key was removed above
+        return None
+
+
+def _key_type(doc: SourceDoc, path: KeyPath) -> Diagnostic:
+    return doc.diagnostic(
+        path,
+        codes.WRONG_TYPE,
+        f"{format_key_path(path[:-1])} keys must be names, got {_show(path[-1])}",
+        at_key=True,
+    )
 
 
 def _dedupe(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    """One diagnostic per place and code: a union's branches and an anchor's uses each fail
+    the same way, and the first message is the one worth showing."""
     seen: set[tuple[int, int, str, str]] = set()
     out = []
     for d in diagnostics:
@@ -78,21 +197,29 @@ def _dedupe(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
 
 
 def data_path(data: Any, loc: tuple[Any, ...]) -> KeyPath:
-    """Drop the union tags pydantic puts in locations, keeping real keys and indices."""
+    """The key path of the data an error location points at: real keys and indices only.
+
+    pydantic puts union branch names (``name``, ``constrained``, ``int``...) and ``[key]`` in
+    locations; those are dropped, and so is anything past a scalar (a branch of its type).
+    """
     path: list[str | int] = []
     node = data
     for i, part in enumerate(loc):
-        last = i == len(loc) - 1
-        if isinstance(node, dict) and str(part) in node and part not in node:
-            part = str(part)  # TOML table keys are strings where the model wants ints
-        if isinstance(node, dict) and part in node:
-            node = node[part]
+        if isinstance(node, dict):
+            if str(part) in node and part not in node:
+                part = str(part)  # TOML table keys are strings where the model wants ints
+            if part in node:
+                node = node[part]
+            elif part in _TAGS and i < len(loc) - 1:
+                continue  # a union tag, not a key of the data (a missing key when last)
+            else:
+                node = None
         elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
             node = node[part]
-        elif part in _TAGS and (not isinstance(node, dict) or not last):
-            continue  # a union tag, not a key of the data
+        elif isinstance(node, list) and part in _TAGS:
+            continue
         else:
-            node = None
+            break  # a scalar: what follows names a branch of its type
         path.append(part)
     return tuple(path)
 
@@ -128,12 +255,16 @@ def model_at(path: KeyPath) -> type[BaseModel]:
 
 def _diagnostic(doc: SourceDoc, data: Any, err: Any) -> Diagnostic:
     kind = err["type"]
-    path = data_path(data, err["loc"])
+    loc = err["loc"]
+    written = data_path(data, loc)
+    value = _value_at(data, written)
+    path = doc.canonical(written)  # a mistake inside an anchor is reported at the anchor
     where = format_key_path(path) or "the spec"
     ctx = err.get("ctx") or {}
+    on_key = bool(loc) and loc[-1] == "[key]"
     if kind == "extra_forbidden":
         key = path[-1]
-        allowed = list(model_at(path[:-1]).model_fields)
+        allowed = list(model_at(written[:-1]).model_fields)
         match = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.5)
         hint = f"did you mean '{match[0]}'?" if match else "allowed keys: " + ", ".join(allowed)
         return doc.diagnostic(path, codes.UNKNOWN_KEY, f"unknown key '{key}'", hint, at_key=True)
@@ -146,8 +277,7 @@ def _diagnostic(doc: SourceDoc, data: Any, err: Any) -> Diagnostic:
             at_key=True,
         )
     if kind.startswith("BS"):
-        return doc.diagnostic(path, kind, err["msg"], _custom_hint(kind, ctx))
-    value = _value_at(data, path)
+        return doc.diagnostic(path, kind, err["msg"], _custom_hint(kind, ctx), at_key=on_key)
     if kind == "literal_error" and path == ("spec_version",):
         return doc.diagnostic(
             path,
@@ -159,18 +289,79 @@ def _diagnostic(doc: SourceDoc, data: Any, err: Any) -> Diagnostic:
         return doc.diagnostic(
             path,
             codes.PATTERN_LENGTH,
-            f"{where} has {ctx.get('actual_length')} items; a pattern list has 2 or 3 ops",
+            f"{where} has {_items(ctx.get('actual_length'))}; a pattern list has 2 or 3 ops",
             "write a single op as a plain name; longer chains need pattern_complex_format",
         )
-    if kind in _TYPE_NAMES:
-        expected = _TYPE_NAMES[kind]
+    if on_key:
+        shown = _show(path[-1])
+        field = format_key_path(path[:-1])
+        return doc.diagnostic(
+            path,
+            codes.WRONG_TYPE,
+            f"{field} keys must be {_key_expected(path)}, got {shown}",
+            at_key=True,
+        )
+    if kind in _TYPE_NAMES or kind.startswith("union_tag"):
+        expected = _expected(path) or _TYPE_NAMES.get(kind, "a supported value")
         return doc.diagnostic(
             path,
             codes.WRONG_TYPE,
             f"{where} must be {expected}, got {_show(value)}",
-            _type_hint(path),
+            _type_hint(path, value),
         )
+    if kind == "greater_than_equal":
+        return doc.diagnostic(path, codes.INVALID_VALUE, f"{where} must be >= {ctx.get('ge')}")
     return doc.diagnostic(path, codes.INVALID_VALUE, f"{where}: {err['msg']}")
+
+
+def _items(count: Any) -> str:
+    return f"{count} item{'' if count == 1 else 's'}"
+
+
+_MODULE_KEYS = frozenset(f.key for f in fields_of(*MODULE_KINDS))
+_FUNCTION_KEYS = frozenset(f.key for f in fields_of(FieldKind.FUNCTION))
+
+_PATTERN = "an op name, or a list of 2\N{EN DASH}3 op names"
+
+
+def _is_pattern(path: KeyPath) -> bool:
+    """``pattern``, an item of ``remove``, or one op inside either."""
+    strings = [p for p in path if isinstance(p, str)]
+    return bool(strings) and strings[-1] in ("pattern", "remove", "pattern_complex_format")
+
+
+def _expected(path: KeyPath) -> str:
+    """What a value at ``path`` must be, in the user's words ("" when the type says it)."""
+    if not path:
+        return ""
+    last = path[-1]
+    if last == "pattern" or (len(path) == 2 and path[0] == "remove"):
+        return _PATTERN
+    if last in _DTYPE_KEYS:
+        return "a dtype name such as quint8, or a mapping {dtype: quint8, ...}"
+    if last == "fuser_method":
+        return "a function name, or {sequential: FusedModuleClass}"
+    if last in _MODULE_KEYS:
+        return "a module class name such as nn.Conv2d"
+    if last in _FUNCTION_KEYS:
+        return "a function name"
+    if last == "dtype_configs" and len(path) == 3:
+        return "a list of dtype config names or inline dtype configs"
+    if isinstance(last, int) and path[:1] == ("patterns",) and len(path) == 2:
+        return "a mapping such as {pattern: nn.ReLU, ...}"
+    if isinstance(last, int) and len(path) >= 3 and path[-2] == "dtype_configs":
+        return "the name of a dtype config, or an inline dtype config mapping"
+    if isinstance(last, int) and _is_pattern(path):
+        return "an op name"
+    return ""
+
+
+def _key_expected(path: KeyPath) -> str:
+    if "num_tensor_args_to_observation_type" in path:
+        return "numbers of tensor arguments (0, 1, 2...)"
+    if "input_type_to_index" in path:
+        return "input types (" + ", ".join(INPUT_TYPES) + ")"
+    return "names"
 
 
 def _show(value: Any) -> str:
@@ -180,11 +371,11 @@ def _show(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _type_hint(path: KeyPath) -> str:
-    if path and path[-1] in _DTYPE_KEYS:
-        return "write a dtype name such as quint8, or a mapping {dtype: quint8, ...}"
-    if "fuser_method" in path:
-        return "write a function name, or {sequential: FusedModuleClass}"
+def _type_hint(path: KeyPath, value: Any) -> str:
+    if _is_pattern(path):
+        return "write ops in forward order, e.g. [nn.Conv2d, nn.ReLU]"
+    if path[-1:] == ("dtype_configs",) and isinstance(value, str):
+        return f"write [{value}]"
     return ""
 
 
@@ -192,11 +383,16 @@ def _custom_hint(code: str, ctx: dict[str, Any]) -> str:
     if code == codes.UNKNOWN_DTYPE:
         from backend_spec.names.dtypes import dtype_names
 
-        match = difflib.get_close_matches(str(ctx.get("value")), sorted(dtype_names()), n=2)
+        value = str(ctx.get("value"))
+        bare = value.removeprefix("torch.")
+        if bare != value and bare in dtype_names():
+            return f"write '{bare}': dtypes are named without 'torch.'"
+        match = difflib.get_close_matches(value, sorted(dtype_names()), n=2)
         return ("did you mean " + " or ".join(f"'{m}'" for m in match) + "?") if match else ""
-    if code == codes.UNKNOWN_OBSERVATION_TYPE:
-        match = difflib.get_close_matches(str(ctx.get("value")).lower(), OBSERVATION_TYPES, n=1)
-        return f"did you mean '{match[0]}'?" if match else "one of " + ", ".join(OBSERVATION_TYPES)
+    choices = ctx.get("choices")
+    if choices:  # a closed vocabulary: observation types, input types
+        match = difflib.get_close_matches(str(ctx.get("value")).lower(), choices, n=1)
+        return f"did you mean '{match[0]}'?" if match else "one of " + ", ".join(choices)
     if code == codes.ONE_PATTERN_FORM:
         return "keep 'pattern' (forward order) unless you need the legacy nested format"
     if code == codes.OUT_OF_RANGE:

@@ -18,13 +18,18 @@ _RULE_DOCS = "https://github.com/bespec/bespec/blob/main/docs/rules.md"
 
 
 def render_text(diagnostics: Iterable[Diagnostic], color: bool = False) -> str:
+    """``file:line:col: error BS300 message``: the severity is written in words, so it survives
+    pipes, screen readers and NO_COLOR; colour (only when ``color``) merely repeats it."""
     lines = []
     for d in diagnostics:
+        severity = d.severity.value
         if color:
             style = "31" if d.severity is Severity.ERROR else "33"
-            text = f"\x1b[1m{d.location()}\x1b[0m: \x1b[{style}m{d.code}\x1b[0m {d.message}"
+            text = (
+                f"\x1b[1m{d.location()}\x1b[0m: \x1b[{style}m{severity} {d.code}\x1b[0m {d.message}"
+            )
         else:
-            text = f"{d.location()}: {d.code} {d.message}"
+            text = f"{d.location()}: {severity} {d.code} {d.message}"
         if d.hint:
             text += f"\n    hint: {d.hint}"
         lines.append(text)

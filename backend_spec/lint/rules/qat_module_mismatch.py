@@ -1,9 +1,10 @@
 """**Why.** For QAT, prepare swaps each matched module for `qat_module` (through its `from_float`),
-and convert then treats it as the root module. So the QAT class must be a subclass of
-`root_module` and must convert from the float module the pattern matches: the fused module for
-fused patterns (`nni.ConvReLU2d` -> `nniqat.ConvReLU2d`), else the pattern's module
-(`nn.Linear` -> `nnqat.Linear`). Quantized classes (`nnq.Linear`) and the float class itself
-are not QAT modules.
+and convert turns it back with `to_float` before building the reference module. So the QAT
+class must be a subclass of `root_module` (or, like coremltools' QAT classes, provide its own
+`from_float` and `to_float`) and must convert from the float module the pattern matches: the
+fused module for fused patterns (`nni.ConvReLU2d` -> `nniqat.ConvReLU2d`), else the pattern's
+module (`nn.Linear` -> `nnqat.Linear`). Quantized classes (`nnq.Linear`) and the float class
+itself are not QAT modules.
 
 ```yaml
   - pattern: nni.ConvReLU2d
@@ -51,8 +52,11 @@ def _mismatch(context: LintContext, entry: PatternEntry, qat: type) -> str:
     expected = _expected_float(context, entry)
     if qat is expected or (qat is root and not float_modules_of(qat)):
         return f"qat_module {name} is the float module itself, not its QAT form"
-    if root is not None and not issubclass(qat, root):
-        return f"qat_module {name} is not a subclass of root_module {object_label(root)}"
+    if root is not None and not issubclass(qat, root) and not _converts_itself(qat):
+        return (
+            f"qat_module {name} is not a subclass of root_module {object_label(root)} "
+            "and has no from_float/to_float of its own"
+        )
     floats = float_modules_of(qat)
     if expected is not None and floats and expected not in floats:
         return (
@@ -60,6 +64,13 @@ def _mismatch(context: LintContext, entry: PatternEntry, qat: type) -> str:
             f"not from {object_label(expected)}"
         )
     return ""
+
+
+def _converts_itself(qat: type) -> bool:
+    """A QAT class outside the root's hierarchy still works when it converts itself: prepare
+    calls ``qat.from_float(float_module)`` and convert calls ``module.to_float()`` before
+    building the reference module (coremltools' QAT classes work this way)."""
+    return callable(getattr(qat, "from_float", None)) and callable(getattr(qat, "to_float", None))
 
 
 def _hint(context: LintContext, entry: PatternEntry) -> str:

@@ -21,14 +21,20 @@ CODE = codes.UNUSED_DTYPE_CONFIG
 
 
 def check(context: LintContext) -> Iterator[Problem]:
+    # Read from the data as written, so that configs and entries that failed validation
+    # (reported by the loader) neither hide nor fake a finding.
+    data = context.doc.data if isinstance(context.doc.data, dict) else {}
+    entries = data.get("patterns") if isinstance(data.get("patterns"), list) else []
     used = {
         ref
-        for entry in context.entries
-        for ref in entry.model.dtype_configs
+        for entry in entries
+        if isinstance(entry, dict) and isinstance(entry.get("dtype_configs"), list)
+        for ref in entry["dtype_configs"]
         if isinstance(ref, str)
     }
-    for name in context.spec.dtype_configs:
-        if name not in used:
+    defined = data.get("dtype_configs") if isinstance(data.get("dtype_configs"), dict) else {}
+    for name in defined:
+        if isinstance(name, str) and name not in used:
             yield Problem(
                 ("dtype_configs", name),
                 f"dtype config '{name}' is not used by any pattern",
