@@ -309,3 +309,14 @@ def test_a_bad_inline_dtype_config_leaves_the_entrys_other_configs(tmp_path: Pat
     found = lint_path(write(tmp_path, text))
     assert ("BS213", 8) in where(found) and ("BS203", 10) in where(found)
     assert not [d for d in found if d.code == "BS502"], found
+
+
+def test_a_bad_bound_in_a_block_mapping_is_reported_at_its_own_line(tmp_path: Path) -> None:
+    """Flow mappings keep the mapping's position (tests/bad_specs); block ones, the field's."""
+    text = (
+        "name: b\ndtype_configs:\n  a:\n    input_dtype:\n"
+        "      dtype: quint8\n      quant_max_upper_bound: 300\n"
+        "    output_dtype:\n      dtype: quint8\n      scale_min_lower_bound: -1\n"
+    )
+    found = load_errors(tmp_path, text)
+    assert [(d.code, d.line, d.column) for d in found] == [("BS212", 6, 30), ("BS211", 9, 30)]

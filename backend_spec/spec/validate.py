@@ -174,6 +174,18 @@ def _top_level(
         return None
 
 
+def _offending_line(doc: SourceDoc, path: KeyPath, ctx: dict[str, Any]) -> KeyPath:
+    """A check of a whole dtype mapping that names its offending field (``label``) points at
+    that field when it has a line of its own (block style); in a one-line flow mapping the
+    mapping itself is the place, as before."""
+    label = ctx.get("label")
+    if not isinstance(label, str):
+        return path
+    field = doc.canonical((*path, label))
+    own = doc.positions.get(field)
+    return field if own is not None and own[0] != doc.where(path)[0] else path
+
+
 def _key_type(doc: SourceDoc, path: KeyPath) -> Diagnostic:
     return doc.diagnostic(
         path,
@@ -196,7 +208,7 @@ def _dedupe(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
     return out
 
 
-def data_path(data: Any, loc: tuple[Any, ...]) -> KeyPath:
+def data_path(data: Any, loc: tuple[Any, ...], missing: bool = False) -> KeyPath:
     """The key path of the data an error location points at: real keys and indices only.
 
     pydantic puts union branch names (``name``, ``constrained``, ``int``...) and ``[key]`` in
@@ -210,8 +222,8 @@ def data_path(data: Any, loc: tuple[Any, ...]) -> KeyPath:
                 part = str(part)  # TOML table keys are strings where the model wants ints
             if part in node:
                 node = node[part]
-            elif part in _TAGS and i < len(loc) - 1:
-                continue  # a union tag, not a key of the data (a missing key when last)
+            elif part in _TAGS and (i < len(loc) - 1 or not missing):
+                continue  # a union tag, not a key of the data (unless a key is missing)
             else:
                 node = None
         elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
@@ -256,7 +268,7 @@ def model_at(path: KeyPath) -> type[BaseModel]:
 def _diagnostic(doc: SourceDoc, data: Any, err: Any) -> Diagnostic:
     kind = err["type"]
     loc = err["loc"]
-    written = data_path(data, loc)
+    written = data_path(data, loc, missing=kind == "missing")
     value = _value_at(data, written)
     path = doc.canonical(written)  # a mistake inside an anchor is reported at the anchor
     where = format_key_path(path) or "the spec"
@@ -277,6 +289,7 @@ def _diagnostic(doc: SourceDoc, data: Any, err: Any) -> Diagnostic:
             at_key=True,
         )
     if kind.startswith("BS"):
+        path = _offending_line(doc, path, ctx)
         return doc.diagnostic(path, kind, err["msg"], _custom_hint(kind, ctx), at_key=on_key)
     if kind == "literal_error" and path == ("spec_version",):
         return doc.diagnostic(
