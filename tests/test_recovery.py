@@ -317,6 +317,12 @@ def test_a_bad_bound_in_a_block_mapping_is_reported_at_its_own_line(tmp_path: Pa
         "name: b\ndtype_configs:\n  a:\n    input_dtype:\n"
         "      dtype: quint8\n      quant_max_upper_bound: 300\n"
         "    output_dtype:\n      dtype: quint8\n      scale_min_lower_bound: -1\n"
+        "    weight_dtype:\n      dtype: qint8\n      quant_min_lower_bound: 9\n"
+        "      quant_max_upper_bound: 1\n"
     )
     found = load_errors(tmp_path, text)
-    assert [(d.code, d.line, d.column) for d in found] == [("BS212", 6, 30), ("BS211", 9, 30)]
+    assert [(d.code, d.line, d.column) for d in found] == [
+        ("BS212", 6, 30),
+        ("BS211", 9, 30),
+        ("BS210", 13, 30),
+    ]

@@ -164,7 +164,7 @@ class DTypeWithConstraintsModel(_Strict):
             raise PydanticCustomError(
                 codes.INVERTED_BOUNDS,
                 "quant_min_lower_bound {low} is above quant_max_upper_bound {high}",
-                {"low": low, "high": high},
+                {"low": low, "high": high, "label": "quant_max_upper_bound"},
             )
         smin, smax = self.scale_min_lower_bound, self.scale_max_upper_bound
         for label, value in (
@@ -182,7 +182,7 @@ class DTypeWithConstraintsModel(_Strict):
             raise PydanticCustomError(
                 codes.INVERTED_BOUNDS,
                 "scale_min_lower_bound {low} is above scale_max_upper_bound {high}",
-                {"low": smin, "high": smax},
+                {"low": smin, "high": smax, "label": "scale_max_upper_bound"},
             )
         self._inside_dtype_range()
         return self
