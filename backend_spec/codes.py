@@ -134,6 +134,13 @@ SPEC_VERSION = _register(
     "spec_version is not one this bespec reads",
     "write spec_version: 1 or 2",
 )
+VERSION_2_KEY = _register(
+    "BS206",
+    "version-2-key",
+    E,
+    "a key or value of format version 2 in a file whose spec_version is 1 (the default)",
+    "set spec_version: 2",
+)
 BAD_PATTERN = _register(
     "BS205",
     "bad-pattern",
@@ -216,6 +223,14 @@ IMPORT_FAILED = _register(
     E,
     "an allowed module cannot be imported",
     "check that the module is installed and importable",
+)
+FACTORY_REFUSED = _register(
+    "BS305",
+    "factory-refused",
+    E,
+    "a {call: ...} fuser or getter names a factory bespec will not call, or the call failed",
+    "factories must be functions of torch's fuser_method_mappings or backend_config, or of an "
+    "allowed module",
 )
 
 # -- 4xx: references between entries and files ------------------------------------------------
@@ -360,4 +375,18 @@ UNNAMEABLE = _register(
 )
 UNWRITABLE = _register(
     "BS911", "unwritable-config", E, "export met a config it cannot write as a spec"
+)
+MALFORMED_CONFIG = _register(
+    "BS912",
+    "malformed-config",
+    W,
+    "export met a value torch accepted but cannot use as is (a bare DTypeConfig for a list)",
+    "pass a list, as the setter's signature says",
+)
+FACTORY_MISMATCH = _register(
+    "BS913",
+    "factory-mismatch",
+    E,
+    "a closure's factory, called again with the same arguments, builds something else",
+    "make the factory deterministic, or define the function at module level",
 )

@@ -29,6 +29,10 @@ class Diagnostic:
     key_path: tuple[str | int, ...] = field(default=(), compare=False)
 
     def location(self) -> str:
+        """``file:line:column``, or just the file (``<my_backend>`` for an exported config)
+        when there is no position: ``:0:0`` would point nowhere."""
+        if self.line <= 0:
+            return self.file
         return f"{self.file}:{self.line}:{self.column}"
 
     def __str__(self) -> str:

@@ -239,11 +239,13 @@ def test_constraints_without_a_dtype_are_a_spec_error() -> None:
     assert "without a dtype" in diag.message
 
 
-def test_a_nameless_backend_config_is_a_spec_error() -> None:
-    with pytest.raises(backend_spec.SpecError) as info:
-        dump(BackendConfig())
-    (diag,) = info.value.diagnostics
-    assert diag.code == "BS911" and "without a name" in diag.message
+def test_a_nameless_backend_config_gets_a_name_and_a_warning() -> None:
+    from backend_spec.export import ExportWarning
+
+    with pytest.warns(ExportWarning, match="has no name"):
+        text = dump(BackendConfig())
+    assert backend_spec.loads(text).name == "unnamed_backend"
+    assert backend_spec.loads(dump(BackendConfig(), name="given")).name == "given"
 
 
 @pytest.mark.parametrize("name", ["a  b " * 40 + "  ", "x # y: z", "true", "123", "null", "- a"])
@@ -291,7 +293,7 @@ def test_unknown_dtype_configs_get_unique_derived_names() -> None:
     other = DTypeConfig(DTypeWithConstraints(torch.qint8, quant_min_lower_bound=-50))
     assert table.name_of(plain) == "in_qint8_out_float_w_qint8_static"
     assert table.name_of(constrained) == "in_qint8_constrained"
-    assert table.name_of(other) == "in_qint8_constrained_2"
+    assert table.name_of(other) == "in_qint8_qmin_m50"  # told apart by its constraint
     assert table.name_of(DTypeConfig(torch.qint8, torch.float, torch.qint8, is_dynamic=False)) == (
         "in_qint8_out_float_w_qint8_static"
     )

@@ -39,7 +39,7 @@ def test_configs_by_their_spec_pattern() -> None:
     complex_format = BackendPatternConfig()._set_pattern_complex_format(
         (torch.nn.ReLU, torch.nn.Conv2d)
     )
-    assert config_label(complex_format) == "(nn.ReLU, nn.Conv2d)"
+    assert config_label(complex_format) == "(nn.ReLU, nn.Conv2d) (complex format)"
 
 
 def test_dtypes_as_a_spec_writes_them() -> None:

@@ -7,7 +7,11 @@ way ``BackendConfig`` itself keys patterns (torch's reversed nested tuple format
 
 * classes, functions and getters compare by identity (:class:`Ref`), shown by spec name;
 * a sequential fuser compares by the class it builds (``{"sequential": Ref}``), since that is
-  its whole behaviour, however many closures implement it;
+  its whole behaviour, however many closures implement it; the other wrapper shapes
+  (``reverse_sequential``, ``reverse2``, ``reverse3``) likewise by what they wrap;
+* any other closure compares by its code object and the contents of its cells (what a factory
+  called again with the same arguments reproduces), a bound classmethod by its function and
+  class (``Cls.fuse`` is a new object at every access);
 * DTypeConfigs are listed in order with every constraint field, ``bias_dtype`` and
   ``is_dynamic``.
 
@@ -17,13 +21,15 @@ round-trip tests and ``bespec diff``.
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig
+from backend_spec.export.dtypes import dtype_config_list
 from backend_spec.names.dtypes import dtype_name
-from backend_spec.names.fusers import sequential_class
+from backend_spec.names.fusers import map_wrapper
 from backend_spec.names.labels import object_label, pattern_label
 from backend_spec.names.naming import observation_type_name
 from backend_spec.spec.fields import MODULE_KINDS, PATTERN_FIELDS, PATTERN_KINDS, FieldKind
@@ -36,6 +42,8 @@ __all__ = [
     "describe_backend",
     "describe_pattern",
     "diff",
+    "dtype_config_list",
+    "function_description",
 ]
 
 
@@ -52,6 +60,8 @@ class Ref:
         return id(self.obj)
 
     def __repr__(self) -> str:
+        if isinstance(self.obj, types.CodeType):
+            return f"<code of {self.obj.co_qualname}>"
         return object_label(self.obj)
 
 
@@ -59,11 +69,35 @@ def _ref(obj: Any) -> Ref | None:
     return None if obj is None else Ref(obj)
 
 
-def _fuser(fuser: Callable[..., Any] | None) -> Any:
-    if fuser is None:
+def function_description(fn: Callable[..., Any] | None) -> Any:
+    """What a fuser or getter is, comparable across independently built configs."""
+    if fn is None:
         return None
-    cls = sequential_class(fuser)
-    return Ref(fuser) if cls is None else {"sequential": Ref(cls)}
+    wrapper = map_wrapper(fn, Ref, function_description)
+    if wrapper is not None:
+        return wrapper
+    if isinstance(fn, types.MethodType):
+        return {"method": Ref(fn.__func__), "self": _cell_value(fn.__self__)}
+    if isinstance(fn, types.FunctionType) and fn.__closure__:
+        return {"code": Ref(fn.__code__), "cells": [_cell(c) for c in fn.__closure__]}
+    return Ref(fn)
+
+
+def _cell(cell: Any) -> Any:
+    try:
+        return _cell_value(cell.cell_contents)
+    except ValueError:  # an empty cell
+        return "<empty>"
+
+
+def _cell_value(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, tuple):
+        return tuple(_cell_value(v) for v in value)
+    if callable(value) and not isinstance(value, type):
+        return function_description(value)
+    return Ref(value)
 
 
 def _dtype(dtype: Any) -> str | None:
@@ -91,11 +125,11 @@ def _described(config: BackendPatternConfig, kind: FieldKind, value: Any) -> Any
     if kind is FieldKind.OBSERVATION_TYPE:
         return observation_type_name(value)
     if kind is FieldKind.DTYPE_CONFIGS:
-        return [_dtype_config(dc) for dc in value]
-    if kind in MODULE_KINDS or kind is FieldKind.FUNCTION:
+        return [_dtype_config(dc) for dc in dtype_config_list(value) if isinstance(dc, DTypeConfig)]
+    if kind in MODULE_KINDS:
         return _ref(value)
-    if kind is FieldKind.FUSER:
-        return _fuser(value)
+    if kind in (FieldKind.FUNCTION, FieldKind.FUSER):
+        return function_description(value)
     if kind is FieldKind.OBSERVATION_TYPE_MAP:
         return {int(n): observation_type_name(t) for n, t in value.items()}
     if kind is FieldKind.INDEX_MAP:

@@ -9,25 +9,36 @@ user sees all of them at once. ``extends`` and ``remove`` are applied by the loa
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
+import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
 from backend_spec import _torch, codes
 from backend_spec.diagnostics import Diagnostic
 from backend_spec.names.dtypes import to_dtype
-from backend_spec.names.fusers import sequential_fuser
+from backend_spec.names.fusers import (
+    CLASS_FORMS,
+    reverse_sequential_wrapper2,
+    reverse_wrapper,
+    sequential_fuser,
+)
 from backend_spec.names.resolver import Kind, NameProblem, Resolver
+from backend_spec.names.vocabulary import TORCH_FACTORY_MODULES, inside
 from backend_spec.spec.fields import MODULE_KINDS, PATTERN_FIELDS, PATTERN_KINDS, FieldKind
 from backend_spec.spec.models import (
     CONSTRAINT_FIELDS,
     DTypeConfigModel,
     DTypeWithConstraintsModel,
+    FunctionForm,
+    LiteralArg,
     PatternModel,
-    SequentialFuser,
     SpecModel,
+    nested_forward_items,
 )
 from backend_spec.spec.source import KeyPath, SourceDoc
+
+#: A factory argument that could not be built (its problem is already reported).
+_MISSING = object()
 
 
 @dataclass
@@ -132,11 +143,90 @@ class Compiler:
         )
         return None
 
-    def fuser(self, path: KeyPath, value: str | SequentialFuser, arity: int) -> Callable | None:
+    def function(self, path: KeyPath, value: str | FunctionForm, arity: int) -> Any:
+        """A fuser or getter: a name, a torch wrapper form, or a factory call."""
         if isinstance(value, str):
             return self.name(path, value, Kind.FUNCTION)
-        fused = self.name((*path, "sequential"), value.sequential, Kind.MODULE)
-        return None if fused is None else sequential_fuser(fused, arity)
+        form = value.form
+        if form in CLASS_FORMS:
+            cls = self.name((*path, form), getattr(value, form), Kind.MODULE)
+            if cls is None:
+                return None
+            if form == "sequential":
+                return sequential_fuser(cls, arity)
+            return reverse_sequential_wrapper2(cls)
+        if form in ("reverse2", "reverse3"):
+            inner = self.function((*path, form), getattr(value, form), arity)
+            return None if inner is None else reverse_wrapper(form)(inner)
+        return self.factory_call(path, value, arity)
+
+    def factory_call(self, path: KeyPath, value: FunctionForm, arity: int) -> Any:
+        """Call a factory, after checking it may be called, with named objects and literals."""
+        factory = self.name((*path, "call"), str(value.call), Kind.FUNCTION)
+        if factory is None:
+            return None
+        if not self._may_call(factory):
+            self.problem(
+                (*path, "call"),
+                codes.FACTORY_REFUSED,
+                f"'{value.call}' is not a factory bespec calls: only Python functions of "
+                f"{' or '.join(TORCH_FACTORY_MODULES)} or of allowed modules are called",
+                "add its module to allow_imports if you trust it",
+            )
+            return None
+        args = [
+            self.factory_arg((*path, "args", i), a, arity) for i, a in enumerate(value.args or [])
+        ]
+        kwargs = {
+            k: self.factory_arg((*path, "kwargs", k), a, arity)
+            for k, a in (value.kwargs or {}).items()
+        }
+        if any(a is _MISSING for a in [*args, *kwargs.values()]):
+            return None
+        try:
+            result = factory(*args, **kwargs)
+        except Exception as exc:  # the factory's own error: reported, never a traceback
+            self.problem(
+                (*path, "call"),
+                codes.FACTORY_REFUSED,
+                f"calling '{value.call}' failed: {type(exc).__name__}: {exc}",
+                "check the arguments against the factory's signature",
+            )
+            return None
+        if not callable(result):
+            self.problem(
+                (*path, "call"),
+                codes.FACTORY_REFUSED,
+                f"'{value.call}' returned {type(result).__name__}, not a function",
+            )
+            return None
+        return result
+
+    def _may_call(self, factory: Any) -> bool:
+        """A Python function (or class-level method) of torch's factory modules or of an
+        allowed module: never a class, a builtin, or any other torch function."""
+        if not (inspect.isfunction(factory) or inspect.ismethod(factory)):
+            return False
+        module = getattr(getattr(factory, "__func__", factory), "__module__", None) or ""
+        return inside(module, TORCH_FACTORY_MODULES) or inside(module, self.resolver.allowed)
+
+    def factory_arg(self, path: KeyPath, value: Any, arity: int) -> Any:
+        """A factory argument: a name -> its object, a list -> a tuple, a form -> a function."""
+        if isinstance(value, str):
+            try:
+                return self.resolver.lookup(value)
+            except NameProblem as problem:
+                self.problem(path, problem.code, problem.message, problem.hint)
+                return _MISSING
+        if isinstance(value, LiteralArg):
+            return value.literal
+        if isinstance(value, list):
+            items = tuple(self.factory_arg((*path, i), v, arity) for i, v in enumerate(value))
+            return _MISSING if any(i is _MISSING for i in items) else items
+        if isinstance(value, FunctionForm):
+            built = self.function(path, value, arity)
+            return _MISSING if built is None else built
+        return value
 
     def pattern_config(self, index: int, model: PatternModel) -> Any:
         """The BackendPatternConfig of one entry: every field of the table through its setter."""
@@ -155,7 +245,8 @@ class Compiler:
     def field_value(self, path: KeyPath, kind: FieldKind, value: Any, arity: int) -> Any:
         """The torch value of one spec field (None, with diagnostics, when unusable)."""
         if kind is FieldKind.PATTERN:
-            return self.ops(path, value, Kind.OP)
+            nested = nested_forward_items(value)  # version 2: nested items match like complex
+            return self.ops(path, value, Kind.COMPLEX_OP if nested else Kind.OP)
         if kind is FieldKind.COMPLEX_PATTERN:
             return self.ops(path, value, Kind.COMPLEX_OP)
         if kind is FieldKind.OBSERVATION_TYPE:
@@ -164,10 +255,8 @@ class Compiler:
             return self.pattern_dtype_configs(path, value)
         if kind in MODULE_KINDS:
             return self.name(path, value, Kind.MODULE)
-        if kind is FieldKind.FUNCTION:
-            return self.name(path, value, Kind.FUNCTION)
-        if kind is FieldKind.FUSER:
-            return self.fuser(path, value, arity)
+        if kind in (FieldKind.FUNCTION, FieldKind.FUSER):
+            return self.function(path, value, arity)
         if kind is FieldKind.OBSERVATION_TYPE_MAP:
             return {n: _observation_type(t) for n, t in value.items()}
         if kind is FieldKind.INDEX_MAP:

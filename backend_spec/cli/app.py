@@ -211,18 +211,80 @@ def export_command(
         format_option("yaml", "toml", help="yaml or toml (default: from -o, else yaml)."),
     ] = None,
     allow_import: AllowImport = None,
+    backend_name: Annotated[
+        str | None,
+        typer.Option("--name", help="The spec's name (default: the config's own, if any)."),
+    ] = None,
+    base: Annotated[
+        str | None,
+        typer.Option(
+            "--base",
+            help="Write 'extends: BASE' plus the differences: a built-in backend, 'auto' (the "
+            "default for module:attr: the clearly closest built-in, if any) or 'none'.",
+        ),
+    ] = None,
 ) -> None:
     """Write a BackendConfig as a spec."""
-    from backend_spec.export import dump
+    from backend_spec.export import build_document, emit, name_from_ref
+    from backend_spec.export.document import foreign_packages
 
     if fmt is None:
         fmt = "toml" if output is not None and output.suffix == ".toml" else "yaml"
+    chosen = _export_base(name, base)  # checked before any import or work
     config = load_ref(name, allow_import).backend_config
+    if backend_name is None and not config.name:
+        backend_name = name_from_ref(name)
+        typer.echo(
+            f"note: {name} has no name; the spec is named {backend_name!r} (set one with --name)",
+            err=True,
+        )
+    if chosen == "auto":
+        from backend_spec.export import resolve_base
+
+        chosen = resolve_base(config, "auto")
     try:
-        text = dump(config, format=fmt)
+        document = build_document(config, name=backend_name, base=chosen)
+    except ValueError as exc:
+        raise fail_usage(str(exc)) from None
     except SpecError as error:
-        raise report_errors(error) from None
-    write_output(text, output)
+        raise report_export_errors(error) from None
+    if chosen is not None:
+        typer.echo(f"note: written as 'extends: {chosen}' plus the differences", err=True)
+    packages = foreign_packages(document)
+    if packages:
+        flags = " ".join(f"--allow-import {p}" for p in packages)
+        typer.echo(f"note: the spec names objects outside torch; load it with {flags}", err=True)
+    if document.notes:
+        from backend_spec.cli.render.diagnostics import render_text
+
+        sys.stderr.write(render_text(document.notes, color=sys.stderr.isatty()))
+    write_output(emit(document, fmt), output)
+
+
+def _export_base(ref: str, base: str | None) -> str | None:
+    """The base asked for: a built-in, ``"auto"``, or None. By default ``auto`` for a
+    ``module:attr`` reference, none for a built-in or a spec file (exported as they are)."""
+    from backend_spec.names.importer import split_ref
+    from backend_spec.names.vocabulary import BUILTIN_BACKENDS
+
+    if base is None:
+        is_ref = ref not in BUILTIN_BACKENDS and not Path(ref).is_file() and split_ref(ref)
+        return "auto" if is_ref else None
+    if base == "none":
+        return None
+    if base != "auto" and base not in BUILTIN_BACKENDS:
+        raise fail_usage(f"--base must be a built-in backend, auto or none, not {base!r}")
+    return base
+
+
+def report_export_errors(error: SpecError) -> typer.Exit:
+    """Export refusals grouped by cause, with counts: one line per cause, not per pattern."""
+    from backend_spec.cli.render.diagnostics import render_grouped
+
+    sys.stderr.write(render_grouped(error.diagnostics, color=sys.stderr.isatty()))
+    count = len(error.diagnostics)
+    typer.echo(f"{count} problem{'s' if count != 1 else ''} found.", err=True)
+    return typer.Exit(1)
 
 
 # -- lint ------------------------------------------------------------------------------------

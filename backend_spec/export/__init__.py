@@ -8,25 +8,70 @@ Stages, one module each: :mod:`.naming` (objects -> names that resolve back),
 
 from __future__ import annotations
 
+import warnings
+
 from backend_spec._torch import BackendConfig
 from backend_spec.export.document import SpecDocument, build_document
 from backend_spec.export.emit_toml import emit_toml
 from backend_spec.export.emit_yaml import emit_yaml
 
-__all__ = ["SpecDocument", "build_document", "dump"]
+__all__ = ["ExportWarning", "SpecDocument", "build_document", "dump", "emit", "name_from_ref"]
 
 _EMITTERS = {"yaml": emit_yaml, "yml": emit_yaml, "toml": emit_toml}
 
 
-def dump(backend_config: BackendConfig, format: str = "yaml") -> str:  # noqa: A002 (contract)
+def dump(
+    backend_config: BackendConfig,
+    format: str = "yaml",  # noqa: A002 (contract)
+    *,
+    name: str | None = None,
+    base: str | None = None,
+) -> str:
     """The spec text of ``backend_config`` in ``format`` (``"yaml"`` or ``"toml"``).
 
-    Raises ``SpecError`` if an object of the config has no name a spec could load back
-    (a lambda fuser, a local function), listing every such object.
+    ``name`` replaces the config's name (a nameless config is written as ``unnamed_backend``
+    otherwise); ``base`` (a built-in backend, or ``"auto"`` for the clearly closest one if
+    any) writes ``extends:`` plus only the differences. Raises ``SpecError`` if an object of
+    the config has no name a spec could load back (a lambda fuser, a local function),
+    listing every such object. Warnings about repaired values are issued as
+    :class:`ExportWarning`.
     """
-    emitter = _EMITTERS.get(format.lower())
-    if emitter is None:
+    if format.lower() not in _EMITTERS:
         raise ValueError(f"unknown spec format {format!r}; expected 'yaml' or 'toml'")
-    return emitter(
-        build_document(backend_config, source=f"<BackendConfig {backend_config.name!r}>")
-    )
+    document = build_document(backend_config, name=name, base=resolve_base(backend_config, base))
+    for note in document.notes:
+        warnings.warn(str(note), ExportWarning, stacklevel=2)
+    return emit(document, format)
+
+
+def emit(document: SpecDocument, format: str) -> str:  # noqa: A002 (as dump's)
+    """The text of a built document in ``format`` (``"yaml"`` or ``"toml"``)."""
+    return _EMITTERS[format.lower()](document)
+
+
+class ExportWarning(UserWarning):
+    """Export repaired something torch accepted but could not use (see the message)."""
+
+
+def resolve_base(backend_config: BackendConfig, base: str | None) -> str | None:
+    """``base`` itself, or for ``"auto"`` the clearly closest built-in (None if none is)."""
+    if base != "auto":
+        return base
+    from backend_spec.export.extends import closest_builtin
+
+    return closest_builtin(backend_config)
+
+
+def name_from_ref(ref: str) -> str:
+    """A backend name for a nameless config, from the reference it was exported from:
+    ``pkg.coreml:get_backend_config`` -> ``coreml``, ``pkg.mod:get_fast_config`` -> ``fast``."""
+    target, _, attr = ref.rpartition(":")
+    stem = attr.rsplit(".", 1)[-1].removeprefix("get_")
+    for suffix in ("backend_config", "config"):
+        if stem.endswith(suffix):
+            stem = stem.removesuffix(suffix)
+            break
+    if stem.strip("_"):
+        return stem.strip("_")
+    module = target.removesuffix(".py").replace("\\", "/").rsplit("/", 1)[-1]
+    return module.rsplit(".", 1)[-1] or "unnamed_backend"

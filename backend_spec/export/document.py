@@ -2,7 +2,9 @@
 
 The document is format-neutral: the YAML and TOML emitters only lay it out. Every object is
 named here, so every naming failure is found here too, all of them in one pass, and reported
-as one :class:`~backend_spec.SpecError` instead of a half-written file.
+as one :class:`~backend_spec.SpecError` instead of a half-written file. Values torch accepted
+but cannot use as given are reported too: a bare DTypeConfig where a list belongs is repaired
+with a warning (``notes``), anything else the format cannot hold is an error.
 """
 
 from __future__ import annotations
@@ -12,45 +14,153 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend_spec import codes
-from backend_spec._torch import BackendConfig, BackendPatternConfig, ObservationType
-from backend_spec.diagnostics import Diagnostic, SpecError, format_key_path
+from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig, ObservationType
+from backend_spec.diagnostics import Diagnostic, Severity, SpecError, format_key_path
 from backend_spec.export.dtypes import DTypeConfigTable, DTypeDoc
 from backend_spec.export.families import family_of
-from backend_spec.names.fusers import sequential_class
-from backend_spec.names.labels import pattern_label, qualified_name
+from backend_spec.export.functions import Unwritable, function_doc
+from backend_spec.names.labels import config_label, qualified_name
 from backend_spec.names.naming import object_name, observation_type_name, op_name
+from backend_spec.names.resolver import is_module_class
 from backend_spec.spec.fields import MODULE_KINDS, PATTERN_FIELDS, FieldKind
 
 _DEFAULT_OBSERVATION = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
 
+#: The name written for a BackendConfig that has none (``BackendConfig()``).
+UNNAMED = "unnamed_backend"
+
 
 @dataclass
 class SpecDocument:
-    """A spec file's content. ``families`` labels each pattern for the YAML group comments."""
+    """A spec file's content. ``families`` labels each pattern for the YAML group comments;
+    ``notes`` are warnings about the config (what export had to repair)."""
 
     name: str
     dtype_configs: dict[str, DTypeDoc] = field(default_factory=dict)
     patterns: list[dict[str, Any]] = field(default_factory=list)
     families: list[str] = field(default_factory=list)
+    extends: str | None = None
+    remove: list[Any] = field(default_factory=list)
+    spec_version: int = 1
+    notes: list[Diagnostic] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The document as the loader reads it (key order as written)."""
-        out: dict[str, Any] = {"spec_version": 1, "name": self.name}
+        out: dict[str, Any] = {"spec_version": self.spec_version, "name": self.name}
+        if self.extends is not None:
+            out["extends"] = self.extends
+        if self.remove:
+            out["remove"] = self.remove
         if self.dtype_configs:
             out["dtype_configs"] = self.dtype_configs
         out["patterns"] = self.patterns
         return out
 
 
-class _Unnameable(Exception):
-    """Raised inside the builder; collected into one diagnostic per offending field."""
+def foreign_packages(doc: SpecDocument) -> list[str]:
+    """Top-level packages outside torch and operator that the document names: what a loader
+    must put in ``allow_imports``."""
+    from backend_spec.names.vocabulary import ALIASES, SPECIAL_NAMES
+
+    found: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key != "literal":
+                    walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+        elif isinstance(node, str) and "." in node and ":" not in node:
+            head = node.split(".")[0]
+            if head not in ALIASES and node not in SPECIAL_NAMES:
+                found.add(head)
+
+    walk(doc.patterns)
+    return sorted(found)
+
+
+def required_version(doc: SpecDocument) -> int:
+    """2 when the document uses anything of format version 2, else 1: a key some model
+    marks ``x-since: 2`` (the loader's own marker), or a nested forward pattern item."""
+    from backend_spec.spec.models import nested_forward_items, version_2_keys
+
+    v2_keys = version_2_keys()
+
+    def uses_v2(node: Any) -> bool:
+        if isinstance(node, dict):
+            return any(k in v2_keys or uses_v2(v) for k, v in node.items())
+        return isinstance(node, list) and any(uses_v2(v) for v in node)
+
+    if any(nested_forward_items(entry.get("pattern")) for entry in doc.patterns):
+        return 2
+    return 2 if uses_v2(doc.patterns) or uses_v2(doc.dtype_configs) else 1
+
+
+def _safe_label(config: Any) -> str:
+    try:
+        return config_label(config)
+    except Exception:  # the label itself fails on this config
+        return "?"
 
 
 def _name(obj: Any, namer: Callable[[Any], str | None] = object_name) -> str:
     name = namer(obj)
     if name is None:
-        raise _Unnameable(obj)
+        raise Unwritable(obj, f"{qualified_name(obj)} has no importable name")
     return name
+
+
+def _observation_type(value: Any) -> str:
+    if not isinstance(value, ObservationType):
+        raise Unwritable(
+            value,
+            f"{value!r} is not an ObservationType; torch fails on it in prepare_fx",
+            codes.UNWRITABLE,
+            "set an ObservationType member",
+        )
+    return observation_type_name(value)
+
+
+def _observation_types(mapping: Any) -> dict[int, str]:
+    if not isinstance(mapping, dict) or not all(
+        isinstance(n, int) and isinstance(t, ObservationType) for n, t in mapping.items()
+    ):
+        raise Unwritable(
+            mapping,
+            f"{mapping!r} is not a mapping of ints to ObservationTypes",
+            codes.UNWRITABLE,
+            "map argument counts to ObservationType members",
+        )
+    return {int(n): observation_type_name(t) for n, t in mapping.items()}
+
+
+def _input_indices(mapping: Any) -> dict[str, int]:
+    if not isinstance(mapping, dict) or not all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+        for k, v in mapping.items()
+    ):
+        raise Unwritable(
+            mapping,
+            f"{mapping!r} is not a mapping of input names to argument indices",
+            codes.UNWRITABLE,
+            "write it like {'weight': 1, 'bias': 2}",
+        )
+    return dict(mapping)
+
+
+def _module_name(obj: Any) -> str:
+    """A module-class field's name; anything else would be refused by the loader."""
+    if not is_module_class(obj):
+        raise Unwritable(
+            obj,
+            f"{qualified_name(obj)} is not an nn.Module subclass; torch keeps it, then fails "
+            "when it builds modules for this pattern",
+            codes.UNWRITABLE,
+            "set a module class (nn.Conv2d, not nn.Conv2d(...) or a function)",
+        )
+    return _name(obj)
 
 
 def _nested_names(pattern: Any) -> Any:
@@ -60,9 +170,12 @@ def _nested_names(pattern: Any) -> Any:
     return _name(pattern, op_name)
 
 
-def _fuser_doc(fuser: Callable[..., Any]) -> str | dict[str, str]:
-    cls = sequential_class(fuser)
-    return _name(fuser) if cls is None else {"sequential": _name(cls)}
+def _forward_pattern_doc(pattern: Any) -> str | list[Any]:
+    """``pattern`` in forward order: one name, or a list of 2-3 items, each a name or (for
+    configs that nest a tuple inside a forward pattern) a nested list kept as torch keeps it."""
+    if isinstance(pattern, tuple):
+        return [_nested_names(op) for op in pattern]
+    return _name(pattern, op_name)
 
 
 @dataclass
@@ -85,41 +198,85 @@ class _EntryBuilder:
         return self.entry
 
     def _converter(self, kind: FieldKind) -> Callable[[Any], Any]:
-        """How a field of ``kind`` is written (it raises ``_Unnameable`` for a nameless object)."""
+        """How a field of ``kind`` is written (it raises ``Unwritable`` for what it cannot)."""
         if kind is FieldKind.PATTERN:
             return _forward_pattern_doc
         if kind is FieldKind.COMPLEX_PATTERN:
             return _nested_names
         if kind is FieldKind.OBSERVATION_TYPE:
-            return observation_type_name
+            return _observation_type
         if kind is FieldKind.DTYPE_CONFIGS:
-            return self.table.names_of
-        if kind in MODULE_KINDS or kind is FieldKind.FUNCTION:
-            return _name
-        if kind is FieldKind.FUSER:
-            return _fuser_doc
+            return lambda value: self.table.names_of(self._dtype_configs(value))
+        if kind in MODULE_KINDS:
+            return _module_name
+        if kind in (FieldKind.FUNCTION, FieldKind.FUSER):
+            return function_doc
         if kind is FieldKind.OBSERVATION_TYPE_MAP:
-            return lambda value: {int(n): observation_type_name(t) for n, t in value.items()}
+            return _observation_types
         if kind is FieldKind.INDEX_MAP:
-            return dict
+            return _input_indices
         raise KeyError(f"the exporter does not know field kind {kind}")
+
+    def _dtype_configs(self, value: Any) -> list[DTypeConfig]:
+        """The pattern's DTypeConfigs as a list; what torch was given instead is reported."""
+        if isinstance(value, DTypeConfig):
+            self._report(
+                "dtype_configs",
+                codes.MALFORMED_CONFIG,
+                "a bare DTypeConfig where a list belongs; torch stores it, then prepare_fx "
+                "fails with \"TypeError: 'DTypeConfig' object is not iterable\" on any model "
+                "with this pattern. Exported as a one-item list",
+                "pass [dtype_config] to set_dtype_configs",
+                Severity.WARNING,
+            )
+            return [value]
+        if isinstance(value, (list, tuple)) and all(isinstance(v, DTypeConfig) for v in value):
+            return list(value)
+        if isinstance(value, (list, tuple)):
+            bad = next(v for v in value if not isinstance(v, DTypeConfig))
+            problem = f"an item is a {type(bad).__name__}, not a DTypeConfig"
+        else:
+            problem = f"it is a {type(value).__name__}, not a list of DTypeConfigs"
+        raise Unwritable(
+            value,
+            f"{problem}; torch stores it, then prepare_fx fails on any model with this pattern",
+            codes.UNWRITABLE,
+            "pass a list of DTypeConfig objects to set_dtype_configs",
+        )
 
     def _put(self, key: str, convert: Callable[[Any], Any], value: Any) -> None:
         try:
             self.entry[key] = convert(value)
-        except _Unnameable as exc:
-            self._report(
-                key,
-                codes.UNNAMEABLE,
-                f"{qualified_name(exc.args[0])} has no importable name",
-                "use a module-level function or class (not a lambda or local function)",
-            )
+        except Unwritable as exc:
+            self._report(key, exc.code, exc.problem, exc.hint)
         except ValueError as exc:  # a DTypeConfig the format cannot express
             self._report(key, codes.UNWRITABLE, str(exc))
 
-    def _report(self, key: str, code: str, problem: str, hint: str = "") -> None:
-        pattern = self.config._pattern_complex_format or self.config.pattern
+    def report_internal(self, exc: Exception) -> None:
+        """An unforeseen failure on this pattern, as a diagnostic naming the pattern."""
+        self.diagnostics.append(
+            Diagnostic(
+                file=self.source,
+                line=0,
+                column=0,
+                code=codes.INTERNAL,
+                message=f"cannot export patterns[{self.index}] of pattern "
+                f"{_safe_label(self.config)}: {type(exc).__name__}: {exc}",
+                hint="please report this with the config that caused it",
+                key_path=("patterns", self.index),
+            )
+        )
+
+    def _report(
+        self,
+        key: str,
+        code: str,
+        problem: str,
+        hint: str = "",
+        severity: Severity = Severity.ERROR,
+    ) -> None:
         path = ("patterns", self.index, key)
+        where = f"{format_key_path(path)} of pattern {_safe_label(self.config)}"
         self.diagnostics.append(
             Diagnostic(
                 file=self.source,
@@ -127,10 +284,12 @@ class _EntryBuilder:
                 column=0,
                 code=code,
                 message=(
-                    f"cannot export {format_key_path(path)} of pattern "
-                    f"{pattern_label(pattern)}: {problem}"
+                    f"cannot export {where}: {problem}"
+                    if severity is Severity.ERROR
+                    else f"{where}: {problem}"
                 ),
                 hint=hint,
+                severity=severity,
                 key_path=path,
             )
         )
@@ -143,36 +302,55 @@ def _is_default(kind: FieldKind, value: Any) -> bool:
     return value is None or (isinstance(value, (list, dict)) and not value)
 
 
-def _forward_pattern_doc(pattern: Any) -> str | list[str]:
-    """``pattern`` in forward order: one name, or a list of 2-3 names."""
-    if isinstance(pattern, tuple):
-        return [_name(op, op_name) for op in pattern]
-    return _name(pattern, op_name)
-
-
-def build_document(backend_config: BackendConfig, source: str = "<export>") -> SpecDocument:
+def build_document(
+    backend_config: BackendConfig,
+    source: str | None = None,
+    *,
+    name: str | None = None,
+    base: str | None = None,
+) -> SpecDocument:
     """The spec document of ``backend_config``; raises ``SpecError`` listing everything a
-    spec cannot express: objects without a name, an empty backend name, constraints without
-    a dtype (``source`` is the file name the diagnostics report)."""
-    table = DTypeConfigTable()
-    diagnostics: list[Diagnostic] = []
-    if not backend_config.name:  # torch's default; a spec's name is required and non-empty
-        diagnostics.append(
+    spec cannot express (objects without a name, constraints without a dtype, malformed
+    values). ``name`` overrides the config's name (when it has none and no ``name`` is given,
+    :data:`UNNAMED` is written with a note); ``base`` writes ``extends: base`` plus only what
+    differs from it. ``source`` is what diagnostics show as the place (default ``<name>``)."""
+    from backend_spec.export.extends import rebase
+
+    name = name or backend_config.name
+    source = source or f"<{name or UNNAMED}>"
+    notes: list[Diagnostic] = []
+    if not name:
+        name = UNNAMED
+        notes.append(
             Diagnostic(
                 source,
                 0,
                 0,
                 codes.UNWRITABLE,
-                "cannot export a BackendConfig without a name: a spec requires one",
-                "give it one with BackendConfig('my_backend') or .set_name('my_backend')",
+                f"the BackendConfig has no name; writing name: {UNNAMED}",
+                "pass a name (bespec export --name NAME) or set one with .set_name()",
+                severity=Severity.WARNING,
                 key_path=("name",),
             )
         )
-    doc = SpecDocument(name=backend_config.name)
-    for index, config in enumerate(backend_config.configs):
-        doc.patterns.append(_EntryBuilder(index, config, table, source, diagnostics).build())
-        doc.families.append(family_of(config))
-    if diagnostics:
-        raise SpecError(diagnostics)
+    plan = rebase(backend_config, base) if base is not None else None
+    table = DTypeConfigTable()
+    diagnostics: list[Diagnostic] = []
+    doc = SpecDocument(name=name, notes=notes)
+    indexed = plan.entries if plan is not None else list(enumerate(backend_config.configs))
+    for index, config in indexed:
+        builder = _EntryBuilder(index, config, table, source, diagnostics)
+        try:
+            doc.patterns.append(builder.build())
+            doc.families.append(family_of(config))
+        except Exception as exc:  # a value no check foresaw: reported, never a traceback
+            builder.report_internal(exc)
+    if plan is not None:
+        doc.extends, doc.remove = base, plan.remove
+    errors = [d for d in diagnostics if d.severity is Severity.ERROR]
+    if errors:
+        raise SpecError(errors)
+    doc.notes += diagnostics
     doc.dtype_configs = table.docs
+    doc.spec_version = required_version(doc)
     return doc

@@ -47,6 +47,14 @@ def dtype_config_doc(dc: DTypeConfig) -> DTypeDoc:
     return doc
 
 
+def dtype_config_list(value: Any) -> list[Any]:
+    """The DTypeConfigs of a pattern as a list: torch stores what the setter was given, and
+    some configs pass a bare DTypeConfig (or a tuple) where a list belongs."""
+    if isinstance(value, DTypeConfig):
+        return [value]
+    return list(value) if isinstance(value, Iterable) and not isinstance(value, str) else []
+
+
 def _signature(doc: DTypeDoc) -> str:
     """Identity of a DTypeConfig as written: equal text means interchangeable configs.
 
@@ -129,11 +137,29 @@ def _known_names() -> dict[str, str]:
     return names
 
 
-def derived_name(doc: DTypeDoc) -> str:
+#: Short forms of the constraint fields, for names that spell constraints out.
+_CONSTRAINT_ABBREVIATIONS: dict[str, str] = {
+    "quant_min_lower_bound": "qmin",
+    "quant_max_upper_bound": "qmax",
+    "scale_min_lower_bound": "smin",
+    "scale_max_upper_bound": "smax",
+    "scale_exact_match": "scale",
+    "zero_point_exact_match": "zp",
+}
+
+
+def _number_text(value: Any) -> str:
+    """A number as a name part: ``-50`` -> ``m50``, ``0.5`` -> ``0p5``, ``1e-05`` -> ``1em05``."""
+    return repr(value).replace("-", "m").replace(".", "p").replace("+", "")
+
+
+def derived_name(doc: DTypeDoc, detailed: bool = False) -> str:
     """A descriptive name for a config torch does not define, from its dtypes.
 
     ``{input_dtype: quint8, output_dtype: float, weight_dtype: qint8, is_dynamic: true}``
-    becomes ``in_quint8_out_float_w_qint8_dynamic``; ``_constrained`` marks constraints.
+    becomes ``in_quint8_out_float_w_qint8_dynamic``; ``_constrained`` marks constraints, or
+    with ``detailed`` each constraint is spelled out (``in_qint8_qmin_m50``), which tells
+    apart configs that differ only in their constraints.
     """
     parts: list[str] = []
     for key, short in (("input_dtype", "in"), ("output_dtype", "out"), ("weight_dtype", "w")):
@@ -141,11 +167,17 @@ def derived_name(doc: DTypeDoc) -> str:
         if value is not None:
             dtype = value.get("dtype", "any") if isinstance(value, dict) else value
             parts.append(f"{short}_{dtype}")
+            if detailed and isinstance(value, dict):
+                parts += [
+                    f"{_CONSTRAINT_ABBREVIATIONS[field]}_{_number_text(number)}"
+                    for field, number in value.items()
+                    if field in _CONSTRAINT_ABBREVIATIONS
+                ]
     if "bias_dtype" in doc:
         parts.append(f"b_{doc['bias_dtype']}")
     if doc.get("is_dynamic") is not None:
         parts.append("dynamic" if doc["is_dynamic"] else "static")
-    if any(isinstance(v, dict) for v in doc.values()):
+    if not detailed and any(isinstance(v, dict) for v in doc.values()):
         parts.append("constrained")
     return "_".join(parts) or "unconstrained"
 
@@ -164,7 +196,10 @@ class DTypeConfigTable:
         signature = _signature(doc)
         name = self._by_signature.get(signature)
         if name is None:
-            name = self._unique(self._known.get(signature) or derived_name(doc))
+            name = self._known.get(signature) or derived_name(doc)
+            if name in self.docs:  # another config has that name: spell the constraints out
+                name = derived_name(doc, detailed=True)
+            name = self._unique(name)
             self._by_signature[signature] = name
             self.docs[name] = doc
         return name

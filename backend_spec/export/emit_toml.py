@@ -81,7 +81,17 @@ def _table(header: str, body: dict[str, Any]) -> list[str]:
 
 def emit_toml(doc: SpecDocument) -> str:
     """The TOML text of a spec document."""
-    lines = [SCHEMA_COMMENT, "spec_version = 1", f"name = {toml_string(doc.name)}"]
+    lines = [
+        SCHEMA_COMMENT,
+        f"spec_version = {doc.spec_version}",
+        f"name = {toml_string(doc.name)}",
+    ]
+    if doc.extends is not None:
+        lines.append(f"extends = {toml_string(doc.extends)}")
+    if doc.remove:
+        lines.append("remove = [")
+        lines += [f"    {toml_value(item)}," for item in doc.remove]
+        lines.append("]")
     if not doc.patterns:
         lines.append("patterns = []")
     for name, dtype_config in doc.dtype_configs.items():

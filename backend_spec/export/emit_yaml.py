@@ -82,6 +82,17 @@ def _node(value: Any, force_flow: bool = False, in_flow: bool = False) -> Any:
     return node
 
 
+def _always_flow(key: str, value: Any) -> bool:
+    """Patterns and short fuser forms stay on one line; a factory call may need several."""
+    return key in _ALWAYS_FLOW and not _has_call(value)
+
+
+def _has_call(value: Any) -> bool:
+    if isinstance(value, dict):
+        return "call" in value or any(_has_call(v) for v in value.values())
+    return isinstance(value, list) and any(_has_call(v) for v in value)
+
+
 def _dtype_configs_node(dtype_configs: dict[str, dict[str, Any]]) -> CommentedMap:
     return CommentedMap(
         (name, CommentedMap((k, _node(v, force_flow=True)) for k, v in doc.items()))
@@ -91,7 +102,7 @@ def _dtype_configs_node(dtype_configs: dict[str, dict[str, Any]]) -> CommentedMa
 
 def _patterns_node(doc: SpecDocument) -> CommentedSeq:
     patterns = CommentedSeq(
-        CommentedMap((k, _node(v, force_flow=k in _ALWAYS_FLOW)) for k, v in entry.items())
+        CommentedMap((k, _node(v, force_flow=_always_flow(k, v))) for k, v in entry.items())
         for entry in doc.patterns
     )
     previous = None
@@ -106,8 +117,12 @@ def _patterns_node(doc: SpecDocument) -> CommentedSeq:
 def emit_yaml(doc: SpecDocument) -> str:
     """The YAML text of a spec document."""
     root = CommentedMap()
-    root["spec_version"] = 1
+    root["spec_version"] = doc.spec_version
     root["name"] = doc.name
+    if doc.extends is not None:
+        root["extends"] = doc.extends
+    if doc.remove:
+        root["remove"] = CommentedSeq(_node(item, force_flow=True) for item in doc.remove)
     if doc.dtype_configs:
         root["dtype_configs"] = _dtype_configs_node(doc.dtype_configs)
         root.yaml_set_comment_before_after_key("dtype_configs", before="\n")

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from backend_spec._torch import BackendPatternConfig, ObservationType
+from backend_spec._torch import BackendPatternConfig, DTypeConfig, ObservationType
+from backend_spec.export.dtypes import dtype_config_list
 from backend_spec.names.naming import op_name
 
 #: Families recognised from the ops' names, first match wins (so ``(nn.Linear,
@@ -40,7 +41,8 @@ def _op_names(pattern: Any) -> list[str]:
 def _has_fixed_qparams(config: BackendPatternConfig) -> bool:
     return any(
         getattr(dc, f"{key}_dtype_with_constraints").scale_exact_match is not None
-        for dc in config.dtype_configs
+        for dc in dtype_config_list(config.dtype_configs)
+        if isinstance(dc, DTypeConfig)
         for key in ("input", "output")
     )
 

@@ -14,6 +14,7 @@ from typing import Any
 from backend_spec.names.vocabulary import (
     ALIASES,
     BARE_FUNCTION_MODULES,
+    DEFAULT_ROOTS,
     METHOD_PREFIX,
     SPECIAL_NAMES,
 )
@@ -27,7 +28,7 @@ class _Writer:
 
     def __init__(self) -> None:
         self.imports: set[str] = {"torch", "torch.ao.quantization.backend_config.utils"}
-        self.needs_sequential = False
+        self.helpers: set[str] = set()
 
     def name(self, name: str) -> str:
         if name.startswith(METHOD_PREFIX):
@@ -39,16 +40,21 @@ class _Writer:
             dotted = f"{module}.{parts[0]}"
         elif parts[0] in ALIASES:
             dotted = ".".join([ALIASES[parts[0]], *parts[1:]])
-        self._import_for(dotted)
+        module = self._import_for(dotted)
+        if module is not None and module.split(".")[0] not in DEFAULT_ROOTS:
+            # Through the module itself: a package attribute may be rebound (star-imports).
+            self.helpers.add(_LOOKUP)
+            return f"_lookup({module!r}, {dotted[len(module) + 1 :]!r})"
         return dotted
 
-    def _import_for(self, dotted: str) -> None:
+    def _import_for(self, dotted: str) -> str | None:
         parts = dotted.split(".")
         for end in range(len(parts) - 1, 0, -1):
             module = ".".join(parts[:end])
             if module in sys.modules:
                 self.imports.add(module)
-                return
+                return module
+        return None
 
     def dtype(self, value: Any) -> str:
         if isinstance(value, str):
@@ -76,15 +82,41 @@ class _Writer:
             return f"({inner},)" if len(value) == 1 else f"({inner})"
         return self.name(value)
 
-    def fuser(self, value: Any, arity: int) -> str:
+    def function(self, value: Any, arity: int) -> str:
+        """A fuser or getter: a name or one of the spec's function forms."""
         if isinstance(value, str):
             return self.name(value)
-        fused = self.name(value["sequential"])
-        if arity == 2:
-            self.imports.add("torch.ao.quantization.fuser_method_mappings")
-            return f"torch.ao.quantization.fuser_method_mappings._sequential_wrapper2({fused})"
-        self.needs_sequential = True
-        return f"_sequential({fused})"
+        if "sequential" in value:
+            fused = self.name(value["sequential"])
+            if arity == 2:
+                self.imports.add("torch.ao.quantization.fuser_method_mappings")
+                return f"torch.ao.quantization.fuser_method_mappings._sequential_wrapper2({fused})"
+            self.helpers.add(_SEQUENTIAL)
+            return f"_sequential({fused})"
+        if "reverse_sequential" in value:
+            self.helpers.add(_REVERSE_SEQUENTIAL)
+            return f"_reverse_sequential({self.name(value['reverse_sequential'])})"
+        for form in ("reverse2", "reverse3"):
+            if form in value:
+                self.imports.add("torch.ao.quantization.fuser_method_mappings")
+                inner = self.function(value[form], arity)
+                return f"torch.ao.quantization.fuser_method_mappings._{form}({inner})"
+        args = [self.argument(a, arity) for a in value.get("args", [])]
+        args += [f"{k}={self.argument(a, arity)}" for k, a in value.get("kwargs", {}).items()]
+        return f"{self.name(value['call'])}({', '.join(args)})"
+
+    def argument(self, value: Any, arity: int) -> str:
+        """A factory argument as a Python expression (literals with repr)."""
+        if isinstance(value, str):
+            return self.name(value)
+        if isinstance(value, list):
+            items = [self.argument(v, arity) for v in value]
+            return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+        if isinstance(value, dict) and "literal" in value:
+            return repr(value["literal"])
+        if isinstance(value, dict):
+            return self.function(value, arity)
+        return repr(value)
 
     def entry(self, doc: dict[str, Any], dtype_refs: dict[str, str]) -> list[str]:
         """The constructor and setter calls of one exported entry, in the table's order."""
@@ -110,10 +142,10 @@ class _Writer:
         if kind is FieldKind.DTYPE_CONFIGS:
             refs = [dtype_refs[r] if isinstance(r, str) else self.dtype_config(r) for r in value]
             return f"[{', '.join(refs)}]"
-        if kind in MODULE_KINDS or kind is FieldKind.FUNCTION:
+        if kind in MODULE_KINDS:
             return self.name(value)
-        if kind is FieldKind.FUSER:
-            return self.fuser(value, arity)
+        if kind in (FieldKind.FUNCTION, FieldKind.FUSER):
+            return self.function(value, arity)
         if kind is FieldKind.OBSERVATION_TYPE_MAP:
             mapping = ", ".join(f"{int(n)}: {_observation(t)}" for n, t in value.items())
             return f"{{{mapping}}}"
@@ -152,7 +184,7 @@ def generate_module(backend_config: Any, source: str = "a spec") -> str:
         imports=imports,
         dtype_configs="\n".join(dtype_lines),
         patterns="\n".join(body),
-        sequential=_SEQUENTIAL if writer.needs_sequential else "",
+        helpers="".join(sorted(writer.helpers)),
     )
 
 
@@ -171,7 +203,7 @@ from torch.ao.quantization.backend_config import (
     ObservationType,
 )
 
-{sequential}
+{helpers}
 
 DTYPE_CONFIGS = {{
 {dtype_configs}
@@ -185,6 +217,30 @@ def get_backend_config() -> BackendConfig:
 {patterns}
         ]
     )
+'''
+
+_LOOKUP = '''
+
+def _lookup(module, path):
+    """``path`` inside ``module``, reached through the module itself (not package attributes,
+    which a star-import may rebind)."""
+    import importlib
+
+    obj = importlib.import_module(module)
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+'''
+
+_REVERSE_SEQUENTIAL = '''
+
+def _reverse_sequential(sequential):
+    """torch 1.13's reverse_sequential_wrapper2: a fuser returning ``sequential(y, x)``."""
+
+    def fuser_method(is_qat, x, y):
+        return sequential(y, x)
+
+    return fuser_method
 '''
 
 _SEQUENTIAL = '''

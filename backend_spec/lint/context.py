@@ -16,7 +16,12 @@ from backend_spec import _torch
 from backend_spec.build.compiler import pattern_key
 from backend_spec.names.labels import pattern_label
 from backend_spec.names.resolver import Kind, NameProblem, Resolver
-from backend_spec.spec.models import DTypeConfigModel, PatternModel, SpecModel
+from backend_spec.spec.models import (
+    DTypeConfigModel,
+    PatternModel,
+    SpecModel,
+    nested_forward_items,
+)
 from backend_spec.spec.source import KeyPath, SourceDoc
 
 
@@ -58,7 +63,10 @@ class PatternEntry:
         """The pattern as a spec writes it: ``nn.Linear`` or ``(nn.Conv2d, nn.ReLU)``."""
         if self.ops is not None:
             return pattern_label(self.single if len(self.ops) == 1 else self.ops)
-        return pattern_label(self.key) if self.key is not None else "?"
+        if isinstance(self.model.pattern, list):  # nested items: as written, forward order
+            return _as_written(self.model.pattern)
+        text = pattern_label(self.key) if self.key is not None else "?"
+        return f"{text} (complex format)" if self.model.pattern_complex_format is not None else text
 
     @property
     def single(self) -> Any:
@@ -69,6 +77,14 @@ class PatternEntry:
     def root_op(self) -> Any:
         """The op torch's default root node getter picks: the first one in forward order."""
         return self.ops[0] if self.ops else None
+
+
+def _as_written(pattern: Any) -> str:
+    """A spec's pattern value as text, nested lists as tuples (``(nn.ReLU, (nn.BatchNorm2d,
+    nn.Conv2d))``)."""
+    if isinstance(pattern, list):
+        return "(" + ", ".join(_as_written(p) for p in pattern) + ")"
+    return str(pattern)
 
 
 @dataclass(frozen=True)
@@ -119,6 +135,13 @@ class LintContext:
 
     def _entry(self, index: int, model: PatternModel) -> PatternEntry:
         config = _torch.BackendPatternConfig()
+        if nested_forward_items(model.pattern):
+            # A nested item (version 2): matched like a complex-format pattern, no flat ops.
+            nested = self._complex(model.pattern)
+            if nested is None:
+                return PatternEntry(index, model, None, None)
+            config.set_pattern(nested)
+            return PatternEntry(index, model, None, pattern_key(config))
         if model.pattern is not None:
             names = [model.pattern] if isinstance(model.pattern, str) else model.pattern
             ops = tuple(self.lookup(name, Kind.OP) for name in names)

@@ -41,9 +41,11 @@ def pattern_label(pattern: Any) -> str:
 
 def config_label(config: Any) -> str:
     """The pattern of a ``BackendPatternConfig`` as its spec entry writes it (``pattern``, else
-    ``pattern_complex_format``)."""
-    pattern = config.pattern if config.pattern is not None else config._pattern_complex_format
-    return pattern_label(pattern)
+    ``pattern_complex_format``, which says so: in torch's reversed nested format it reads like
+    a forward pattern)."""
+    if config.pattern is not None:
+        return pattern_label(config.pattern)
+    return f"{pattern_label(config._pattern_complex_format)} (complex format)"
 
 
 def dtype_label(dtype: Any) -> str:

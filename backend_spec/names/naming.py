@@ -24,7 +24,7 @@ from backend_spec.names.vocabulary import (
     SPECIAL_NAMES,
 )
 
-__all__ = ["object_name", "observation_type_name", "op_name", "resolve_name"]
+__all__ = ["object_name", "observation_type_name", "op_name", "resolve_name", "same_object"]
 
 
 @functools.cache
@@ -76,6 +76,19 @@ def _alias_rank(name: str) -> tuple[bool, int, int, str]:
     return (attr.startswith("_"), len(name), -position, name)
 
 
+def same_object(a: Any, b: Any) -> bool:
+    """``a is b``, where a classmethod counts as the same whenever it is bound to the same
+    class: ``Cls.fuse`` makes a new bound method object on every access."""
+    if a is b:
+        return True
+    return (
+        isinstance(a, types.MethodType)
+        and isinstance(b, types.MethodType)
+        and a.__func__ is b.__func__
+        and a.__self__ is b.__self__
+    )
+
+
 def _alias_name(obj: Any) -> str | None:
     names = [n for n in _alias_index().get(id(obj), ()) if resolve_name(n) is obj]
     return min(names, key=_alias_rank) if names else None
@@ -96,26 +109,62 @@ def _bare_name(obj: Any) -> str | None:
 
 
 def _qualified_name(obj: Any) -> str | None:
-    module = getattr(obj, "__module__", None)
-    qualname = getattr(obj, "__qualname__", None)
+    """``module.qualname``, verified to resolve back to ``obj``; a classmethod bound to a
+    subclass is named through that subclass (``Sub.fuse``, not ``Base.fuse``)."""
+    owner = getattr(obj, "__self__", None)
+    if isinstance(obj, types.MethodType) and isinstance(owner, type):
+        module = owner.__module__
+        qualname = f"{owner.__qualname__}.{obj.__func__.__name__}"
+    else:
+        module = getattr(obj, "__module__", None)
+        qualname = getattr(obj, "__qualname__", None)
     if not isinstance(module, str) or not isinstance(qualname, str) or "<" in qualname:
         return None
     if module == "__main__":  # a script's objects have no name another process can load
         return None
     root, dot, rest = module.partition(".")
     path = f"{ROOT_MODULE_ALIASES.get(root, root)}{dot}{rest}.{qualname}"
-    return path if resolve_name(path) is obj else None
+    return path if same_object(resolve_name(path), obj) else None
+
+
+@functools.cache
+def _attribute_index(module_count: int) -> dict[int, tuple[str, ...]]:
+    """``id(obj)`` -> ``module.attr`` for every module-level object of every loaded module
+    (rebuilt when more modules are loaded: ``module_count`` is ``len(sys.modules)``)."""
+    index: dict[int, list[str]] = {}
+    for module_name, module in list(sys.modules.items()):
+        if not isinstance(module, types.ModuleType) or module_name == "__main__":
+            continue
+        try:
+            namespace = dict(vars(module))
+        except TypeError:
+            continue
+        for attr, value in namespace.items():
+            if not attr.startswith("__") and not isinstance(value, types.ModuleType):
+                index.setdefault(id(value), []).append(f"{module_name}.{attr}")
+    return {key: tuple(names) for key, names in index.items()}
+
+
+def _module_attribute_name(obj: Any) -> str | None:
+    """Where no ``__qualname__`` leads back to ``obj`` (a ``functools.partial`` or another
+    callable object bound at module level), the module attribute that holds it."""
+    if isinstance(obj, (int, float, bool, str, bytes, tuple)):
+        return None
+    names = _attribute_index(len(sys.modules)).get(id(obj), ())
+    found = [n for n in names if same_object(resolve_name(n), obj)]
+    return min(found, key=lambda n: (n.count("._"), len(n), n)) if found else None
 
 
 def object_name(obj: Any) -> str | None:
     """The spec name of a class or function, or ``None`` if it has no resolvable name.
 
     Preference: a special name (``MatchAllNode``), the shortest alias name (``nn.Conv2d``,
-    ``F.relu``, ``operator.add``), a bare built-in fuser/getter name, a fully qualified name.
+    ``F.relu``, ``operator.add``), a bare built-in fuser/getter name, a fully qualified name,
+    then any module attribute holding the very object.
     """
     if isinstance(obj, str) or obj is None:
         return None
-    for namer in (_special_name, _alias_name, _bare_name, _qualified_name):
+    for namer in (_special_name, _alias_name, _bare_name, _qualified_name, _module_attribute_name):
         name = namer(obj)
         if name is not None:
             return name

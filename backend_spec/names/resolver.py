@@ -129,7 +129,31 @@ class Resolver:
         if len(parts) == 1:
             return self._bare(name)
         start, rest, shown = self._start(parts)
+        start, rest, shown = self._deepest_module(start, rest, shown)
         return self._walk(start, rest, shown)
+
+    def _deepest_module(
+        self, module: Any, rest: list[str], shown: str
+    ) -> tuple[Any, list[str], str]:
+        """Start from the longest prefix of the name that is itself a module.
+
+        ``pkg.qat.conv.ConvReLU`` means the class of module ``pkg.qat.conv``, even when
+        ``pkg.qat`` rebinds the attribute ``conv`` (a star-import of another ``conv``):
+        walking attributes would silently reach a different class.
+        """
+        if not isinstance(module, ModuleType):
+            return module, rest, shown
+        for end in range(len(rest) - 1, 0, -1):
+            dotted = ".".join([module.__name__, *rest[:end]])
+            found = sys.modules.get(dotted)
+            if found is None and self._may_import(dotted):
+                try:
+                    found = importlib.import_module(dotted)
+                except ImportError:
+                    found = None
+            if isinstance(found, ModuleType) and self._inside_roots(found.__name__):
+                return found, rest[end:], ".".join([shown, *rest[:end]])
+        return module, rest, shown
 
     def _bare(self, name: str) -> Any:
         namespace: dict[str, Any] = {}
@@ -204,7 +228,7 @@ class Resolver:
             )
         if isinstance(obj, type):
             try:
-                return inspect.getattr_static(obj, part)
+                return _unwrap_descriptor(inspect.getattr_static(obj, part), obj)
             except AttributeError:
                 raise NameProblem(
                     codes.UNKNOWN_NAME,
@@ -233,6 +257,16 @@ class Resolver:
         if problem:
             raise NameProblem(codes.WRONG_KIND, f"'{name}' is {describe(obj)}; {problem}")
         return str(obj) if isinstance(obj, MethodName) else obj
+
+
+def _unwrap_descriptor(value: Any, owner: type) -> Any:
+    """What ``owner.attr`` evaluates to for the two descriptors fusers use: a staticmethod's
+    function, a classmethod bound to ``owner`` (others are returned as found)."""
+    if isinstance(value, staticmethod):
+        return value.__func__
+    if isinstance(value, classmethod):
+        return value.__get__(None, owner)
+    return value
 
 
 class MethodName(str):

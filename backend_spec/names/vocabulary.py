@@ -36,6 +36,19 @@ BARE_FUNCTION_MODULES: tuple[str, ...] = (
 #: The prefix of a ``call_method`` pattern: ``method:view`` is torch's plain string ``"view"``.
 METHOD_PREFIX = "method:"
 
+#: The torch modules whose functions a spec's ``{call: ...}`` may call without an allow-list
+#: entry: where torch keeps its fuser and config factories (``_sequential_wrapper2``, ...).
+TORCH_FACTORY_MODULES: tuple[str, ...] = (
+    "torch.ao.quantization.fuser_method_mappings",
+    "torch.ao.quantization.backend_config",
+)
+
+
+def inside(module: str, roots: tuple[str, ...] | list[str]) -> bool:
+    """``module`` is one of ``roots`` or a submodule of one."""
+    return any(module == root or module.startswith(root + ".") for root in roots)
+
+
 #: Roots every spec may name; the caller's allow-list adds to these.
 DEFAULT_ROOTS: tuple[str, ...] = ("torch", "operator")
 

@@ -27,8 +27,8 @@ class FieldKind(Enum):
     DTYPE_CONFIGS = "list of dtype configs"
     MODULE = "module class used when quantizing (root, QAT, reference)"
     FUSED_MODULE = "module class a fusion produces"
-    FUSER = "fuser function, or {sequential: FusedModuleClass}"
-    FUNCTION = "function"
+    FUSER = "fuser function, or a function form ({sequential: FusedModuleClass}, {call: ...})"
+    FUNCTION = "function, or a function form ({call: factory, args: [...]})"
     OBSERVATION_TYPE_MAP = "mapping int -> observation type"
     INDEX_MAP = "mapping str -> argument index"
 
@@ -63,7 +63,8 @@ PATTERN_FIELDS: tuple[PatternField, ...] = (
         "pattern",
         "set_pattern",
         FieldKind.PATTERN,
-        description="One op, or 2-3 ops in forward order (e.g. [nn.Conv2d, nn.ReLU]).",
+        description="One op, or 2-3 ops in forward order (e.g. [nn.Conv2d, nn.ReLU]); from "
+        "version 2 an item may itself be a nested list, kept as torch keeps it.",
     ),
     PatternField(
         "pattern_complex_format",
@@ -119,21 +120,23 @@ PATTERN_FIELDS: tuple[PatternField, ...] = (
         "fuser_method",
         "set_fuser_method",
         FieldKind.FUSER,
-        description="A function name, or {sequential: FusedModuleClass}.",
+        description="A function name, {sequential: FusedModuleClass}, or (version 2) "
+        "{reverse_sequential: ...}, {reverse2: ...}, {reverse3: ...}, "
+        "{call: factory, args: [...]}.",
     ),
     PatternField(
         "root_node_getter",
         "_root_node_getter",
         "_set_root_node_getter",
         FieldKind.FUNCTION,
-        description="A function name.",
+        description="A function name, or (version 2) {call: factory, args: [...]}.",
     ),
     PatternField(
         "extra_inputs_getter",
         "_extra_inputs_getter",
         "_set_extra_inputs_getter",
         FieldKind.FUNCTION,
-        description="A function name.",
+        description="A function name, or (version 2) {call: factory, args: [...]}.",
     ),
     PatternField(
         "num_tensor_args_to_observation_type",

@@ -27,6 +27,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic_core import PydanticCustomError
+from typing_extensions import TypeAliasType
 
 from backend_spec import codes
 from backend_spec.names.dtypes import dtype_range
@@ -280,20 +281,114 @@ DTypeConfigRef = Annotated[
 ]
 
 
-class SequentialFuser(_Strict):
-    """A fuser that returns ``sequential(m1, m2[, m3])``, like torch's ``_sequential_wrapper2``."""
+#: The marker of a field (or form) that exists from that format version on.
+SINCE = "x-since"
+V2: dict[str, Any] = {SINCE: 2}
 
-    sequential: Name
-
-
-def _fuser_kind(value: Any) -> str | None:
-    return _kind(value, dict, "sequential")
+#: The keys of a function form; exactly one of them is given.
+FORM_KEYS: tuple[str, ...] = ("sequential", "reverse_sequential", "reverse2", "reverse3", "call")
 
 
-FuserMethod = Annotated[
-    Annotated[Name, Tag("name")] | Annotated[SequentialFuser, Tag("sequential")],
-    Discriminator(_fuser_kind),
+def _function_ref_kind(value: Any) -> str | None:
+    return _kind(value, dict, "form")
+
+
+FunctionRef = Annotated[
+    Annotated[Name, Tag("name")] | Annotated["FunctionForm", Tag("form")],
+    Discriminator(_function_ref_kind),
 ]
+
+
+class LiteralArg(_Strict):
+    """A string argument of a factory (a bare string in ``args`` is a name)."""
+
+    literal: str = Field(max_length=4096, json_schema_extra=V2)
+
+
+def _factory_arg_kind(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "bool"
+    for kind, tag in ((int, "int"), (float, "float"), (str, "name"), (list, "tuple")):
+        if isinstance(value, kind):
+            return tag
+    if isinstance(value, dict):
+        return "literal" if "literal" in value else "form"
+    return None
+
+
+FactoryArg = TypeAliasType(
+    "FactoryArg",
+    Annotated[
+        Annotated[Name, Tag("name")]
+        | Annotated[bool, Tag("bool")]
+        | Annotated[int, Tag("int")]
+        | Annotated[float, Tag("float")]
+        | Annotated[LiteralArg, Tag("literal")]
+        | Annotated[list["FactoryArg"], Field(max_length=64), Tag("tuple")]
+        | Annotated["FunctionForm", Tag("form")],
+        Discriminator(_factory_arg_kind),
+    ],
+)
+
+
+class FunctionForm(_Strict):
+    """A fuser or getter given by how it is built rather than by its name.
+
+    ``sequential``: a fuser returning ``Cls(m1, m2[, m3])`` (torch's ``_sequential_wrapper2``);
+    ``reverse_sequential``: torch 1.13's ``reverse_sequential_wrapper2`` (``Cls(m2, m1)``);
+    ``reverse2``/``reverse3``: torch's ``_reverse2``/``_reverse3`` around another fuser;
+    ``call`` (with ``args``/``kwargs``): the closure a factory function returns.
+    """
+
+    sequential: Name | None = Field(None, description="Fused module class: Cls(m1, m2[, m3]).")
+    reverse_sequential: Name | None = Field(
+        None,
+        description="Fused module class: Cls(m2, m1) (torch 1.13's reverse_sequential_wrapper2).",
+        json_schema_extra=V2,
+    )
+    reverse2: FunctionRef | None = Field(
+        None, description="torch's _reverse2 around a fuser.", json_schema_extra=V2
+    )
+    reverse3: FunctionRef | None = Field(
+        None, description="torch's _reverse3 around a fuser.", json_schema_extra=V2
+    )
+    call: Name | None = Field(
+        None,
+        description="A factory function (in torch.ao.quantization or an allowed module) whose "
+        "result is the fuser or getter.",
+        json_schema_extra=V2,
+    )
+    args: list[FactoryArg] | None = Field(
+        None,
+        max_length=64,
+        description="Positional arguments of 'call': names, numbers, booleans, "
+        "{literal: text}, lists (tuples) and nested forms.",
+        json_schema_extra=V2,
+    )
+    kwargs: dict[str, FactoryArg] | None = Field(
+        None, max_length=64, description="Keyword arguments of 'call'.", json_schema_extra=V2
+    )
+
+    @model_validator(mode="after")
+    def _one_form(self) -> FunctionForm:
+        given = [key for key in FORM_KEYS if getattr(self, key) is not None]
+        if len(given) != 1:
+            raise PydanticCustomError(
+                codes.INVALID_VALUE,
+                "give exactly one of {keys}" + (f", not {' and '.join(given)}" if given else ""),
+                {"keys": ", ".join(FORM_KEYS)},
+            )
+        if given != ["call"] and (self.args is not None or self.kwargs is not None):
+            raise PydanticCustomError(
+                codes.INVALID_VALUE, "'args' and 'kwargs' go with 'call' only", {}
+            )
+        return self
+
+    @property
+    def form(self) -> str:
+        """Which form this is: one of :data:`FORM_KEYS`."""
+        return next(key for key in FORM_KEYS if getattr(self, key) is not None)
+
 
 _COMPLEX_MARKER = "x-bespec-complex-pattern"
 
@@ -311,9 +406,15 @@ def _simple_pattern_kind(value: Any) -> str | None:
     return _kind(value, list, "sequence")
 
 
+ForwardOp = Annotated[
+    Annotated[Name, Tag("name")]
+    | Annotated[list[ComplexPattern], Field(min_length=1), Tag("sequence")],
+    Discriminator(_simple_pattern_kind),
+]
+
 SimplePattern = Annotated[
     Annotated[Name, Tag("name")]
-    | Annotated[list[Name], Field(min_length=2, max_length=3), Tag("sequence")],
+    | Annotated[list[ForwardOp], Field(min_length=2, max_length=3), Tag("sequence")],
     Discriminator(_simple_pattern_kind),
 ]
 
@@ -326,8 +427,8 @@ _KIND_TYPES: dict[FieldKind, Any] = {
     FieldKind.DTYPE_CONFIGS: list[DTypeConfigRef],
     FieldKind.MODULE: Name | None,
     FieldKind.FUSED_MODULE: Name | None,
-    FieldKind.FUSER: FuserMethod | None,
-    FieldKind.FUNCTION: Name | None,
+    FieldKind.FUSER: FunctionRef | None,
+    FieldKind.FUNCTION: FunctionRef | None,
     FieldKind.OBSERVATION_TYPE_MAP: dict[TensorArgCount, ObservationTypeName] | None,
     FieldKind.INDEX_MAP: dict[InputType, Integer] | None,
 }
@@ -351,6 +452,10 @@ _PatternFields = create_model(
 class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
     """One supported op pattern (torch's ``BackendPatternConfig``)."""
 
+    def since(self) -> list[tuple[tuple[str | int, ...], int]]:
+        """Values (not keys) that need a newer format: nested items in a forward pattern."""
+        return [(("pattern", i), 2) for i in nested_forward_items(self.pattern)]
+
     @model_validator(mode="after")
     def _one_pattern(self) -> PatternModel:
         has_simple = self.pattern is not None
@@ -363,6 +468,13 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
                 {},
             )
         return self
+
+
+def nested_forward_items(pattern: Any) -> list[int]:
+    """Indices of the items of a forward pattern that are nested lists (version 2)."""
+    if not isinstance(pattern, list):
+        return []
+    return [i for i, op in enumerate(pattern) if isinstance(op, list)]
 
 
 PatternRef = Annotated[
@@ -383,7 +495,9 @@ class SpecModel(_Strict):
         json_schema_extra={"patternProperties": {"^x-": {}}},
     )
 
-    spec_version: Literal[1] = Field(1, description="The format version; only 1 exists.")
+    spec_version: Literal[1, 2] = Field(
+        1, description="The format version: 1 (default), or 2 for the keys marked x-since 2."
+    )
 
     @field_validator("spec_version", mode="before")
     @classmethod
@@ -428,6 +542,54 @@ class SpecModel(_Strict):
         return path in self._set_aside
 
 
+FunctionForm.model_rebuild()
+PatternModel.model_rebuild()
+SpecModel.model_rebuild()
+
+
+def _since(info: Any) -> int:
+    """The format version a field exists from (its ``x-since`` marker; 1 when unmarked)."""
+    extra = info.json_schema_extra
+    return extra.get(SINCE, 1) if isinstance(extra, dict) else 1
+
+
+def version_2_uses(node: Any, path: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
+    """Where a validated spec (or part of it) uses something of format version 2.
+
+    Generic over the models: a field declared with ``json_schema_extra={"x-since": 2}`` that
+    is set, anywhere in the tree, plus the values a model's ``since()`` reports.
+    """
+    found: list[tuple[str | int, ...]] = []
+    if isinstance(node, BaseModel):
+        for name, info in type(node).model_fields.items():
+            value = getattr(node, name)
+            if value is not None and _since(info) >= 2 and name in node.model_fields_set:
+                found.append((*path, name))
+                continue
+            found += version_2_uses(value, (*path, name))
+        since = getattr(node, "since", None)
+        if callable(since):
+            found += [(*path, *where) for where, version in since() if version >= 2]
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            found += version_2_uses(value, (*path, key))
+    elif isinstance(node, (list, tuple)):
+        for i, value in enumerate(node):
+            found += version_2_uses(value, (*path, i))
+    return found
+
+
+def version_2_keys() -> frozenset[str]:
+    """Every key that some model of the format declares as version 2 (``x-since: 2``)."""
+    keys: set[str] = set()
+    pending: list[type[BaseModel]] = [_Strict]
+    while pending:
+        model = pending.pop()
+        pending += model.__subclasses__()
+        keys.update(name for name, info in model.model_fields.items() if _since(info) >= 2)
+    return frozenset(keys)
+
+
 def json_schema() -> dict[str, Any]:
     """The JSON Schema of the format, for editors (yaml-language-server) and CI validators.
 
@@ -447,6 +609,10 @@ def json_schema() -> dict[str, Any]:
     }
     schema["additionalProperties"] = False
     _refine(schema)
+    # The model picks a factory argument's branch by its Python type; in JSON Schema ``1`` is
+    # both an integer and a number, so ``oneOf`` would refuse it for matching twice.
+    factory_arg = schema["$defs"]["FactoryArg"]
+    factory_arg["anyOf"] = factory_arg.pop("oneOf")
     return schema
 
 

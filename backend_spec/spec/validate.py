@@ -18,9 +18,10 @@ from backend_spec.spec.models import (
     INPUT_TYPES,
     DTypeConfigModel,
     DTypeWithConstraintsModel,
+    FunctionForm,
     PatternModel,
-    SequentialFuser,
     SpecModel,
+    version_2_uses,
 )
 from backend_spec.spec.source import KeyPath, SourceDoc
 
@@ -71,7 +72,24 @@ def validate(doc: SourceDoc) -> tuple[SpecModel | None, list[Diagnostic]]:
         spec, found = _recover(doc, data)
     except RecursionError:
         return None, [*problems, doc.diagnostic((), codes.TOO_DEEP, "nesting too deep")]
+    if spec is not None:
+        found += _version_problems(doc, spec)
     return spec, _dedupe([*problems, *found])
+
+
+def _version_problems(doc: SourceDoc, spec: SpecModel) -> list[Diagnostic]:
+    """Version 2 keys and values in a file that says (or defaults to) spec_version 1."""
+    if spec.spec_version >= 2:
+        return []
+    return [
+        doc.diagnostic(
+            path,
+            codes.VERSION_2_KEY,
+            f"{format_key_path(path)} needs format version 2; this file is spec_version 1",
+            "set spec_version: 2",
+        )
+        for path in version_2_uses(spec)
+    ]
 
 
 def _recover(doc: SourceDoc, data: dict[str, Any]) -> tuple[SpecModel | None, list[Diagnostic]]:
@@ -236,7 +254,20 @@ def data_path(data: Any, loc: tuple[Any, ...], missing: bool = False) -> KeyPath
     return tuple(path)
 
 
-_TAGS = {"name", "constrained", "inline", "sequential", "sequence", "[key]"}
+_TAGS = {
+    "name",
+    "constrained",
+    "inline",
+    "sequential",
+    "sequence",
+    "form",
+    "literal",
+    "tuple",
+    "bool",
+    "int",
+    "float",
+    "[key]",
+}
 
 
 def _value_at(data: Any, path: KeyPath) -> Any:
@@ -256,8 +287,8 @@ def model_at(path: KeyPath) -> type[BaseModel]:
     last = path[-1]
     if last in _DTYPE_KEYS:
         return DTypeWithConstraintsModel
-    if last == "fuser_method":
-        return SequentialFuser
+    if last in ("fuser_method", "root_node_getter", "extra_inputs_getter", "reverse2", "reverse3"):
+        return FunctionForm
     if len(path) >= 2 and path[-2] == "patterns" and isinstance(last, int):
         return PatternModel
     if len(path) >= 2 and path[-2] == "dtype_configs":
@@ -296,7 +327,7 @@ def _diagnostic(doc: SourceDoc, data: Any, err: Any) -> Diagnostic:
             path,
             codes.SPEC_VERSION,
             f"unsupported spec_version {value!r}",
-            "this bespec reads version 1",
+            "this bespec reads versions 1 and 2",
         )
     if kind in ("too_short", "too_long"):
         return doc.diagnostic(
@@ -353,11 +384,14 @@ def _expected(path: KeyPath) -> str:
     if last in _DTYPE_KEYS:
         return "a dtype name such as quint8, or a mapping {dtype: quint8, ...}"
     if last == "fuser_method":
-        return "a function name, or {sequential: FusedModuleClass}"
+        return (
+            "a function name, {sequential: FusedModuleClass}, or (spec_version 2) "
+            "{call: factory, args: [...]}"
+        )
     if last in _MODULE_KEYS:
         return "a module class name such as nn.Conv2d"
     if last in _FUNCTION_KEYS:
-        return "a function name"
+        return "a function name, or (spec_version 2) {call: factory, args: [...]}"
     if last == "dtype_configs" and len(path) == 3:
         return "a list of dtype config names or inline dtype configs"
     if isinstance(last, int) and path[:1] == ("patterns",) and len(path) == 2:

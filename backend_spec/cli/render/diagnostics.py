@@ -7,6 +7,7 @@ these turns them into text.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -33,6 +34,34 @@ def render_text(diagnostics: Iterable[Diagnostic], color: bool = False) -> str:
         if d.hint:
             text += f"\n    hint: {d.hint}"
         lines.append(text)
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+_EXPORT_MESSAGE = re.compile(r"cannot export (?P<where>\S+) of (?P<what>.+?): (?P<cause>.*)", re.S)
+
+
+def render_grouped(diagnostics: Iterable[Diagnostic], color: bool = False, shown: int = 3) -> str:
+    """Diagnostics that share a cause (code and problem) as one entry with a count and a few
+    of the places, for exports where hundreds of patterns share one unnameable fuser."""
+    groups: dict[tuple[str, str, str, str], list[str]] = {}
+    for d in diagnostics:
+        match = _EXPORT_MESSAGE.fullmatch(d.message)
+        cause = match["cause"] if match else d.message
+        place = f"{match['where']} of {match['what']}" if match else ""
+        groups.setdefault((d.location(), d.code, cause, d.hint), []).append(place)
+    lines = []
+    for (location, code, cause, hint), places in groups.items():
+        count = f" ({len(places)} patterns)" if len(places) > 1 else ""
+        head = f"{location}: {code}{count} {cause}"
+        if color:
+            head = f"\x1b[1m{location}\x1b[0m: \x1b[31m{code}\x1b[0m{count} {cause}"
+        lines.append(head)
+        named = [p for p in places if p]
+        if named:
+            more = f", and {len(named) - shown} more" if len(named) > shown else ""
+            lines.append(f"    at {'; '.join(named[:shown])}{more}")
+        if hint:
+            lines.append(f"    hint: {hint}")
     return "\n".join(lines) + ("\n" if lines else "")
 
 

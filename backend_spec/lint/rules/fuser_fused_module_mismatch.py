@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from backend_spec import codes
 from backend_spec.lint.context import LintContext, Problem
 from backend_spec.names.labels import object_label
-from backend_spec.spec.models import SequentialFuser
+from backend_spec.spec.models import FunctionForm
 
 CODE = codes.FUSER_FUSED_MODULE_MISMATCH
 
@@ -28,7 +28,7 @@ CODE = codes.FUSER_FUSED_MODULE_MISMATCH
 def check(context: LintContext) -> Iterator[Problem]:
     for entry in context.entries:
         fuser = entry.model.fuser_method
-        if not isinstance(fuser, SequentialFuser):
+        if not isinstance(fuser, FunctionForm) or fuser.sequential is None:
             continue
         built = context.module(fuser.sequential)
         if built is None:
