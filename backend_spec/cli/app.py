@@ -72,12 +72,14 @@ def existing(path: Path) -> Path:
     return path
 
 
-def report_errors(error: SpecError) -> typer.Exit:
-    """Print a SpecError's diagnostics to stderr; exit 1."""
+def report_errors(error: SpecError, grouped: bool = False) -> typer.Exit:
+    """Print a SpecError's diagnostics to stderr; exit 1. ``grouped``: one entry per cause
+    with a count (export refusals, where hundreds of patterns share one cause)."""
     from backend_spec.cli.render.console import use_color
-    from backend_spec.cli.render.diagnostics import render_text
+    from backend_spec.cli.render.diagnostics import render_grouped, render_text
 
-    sys.stderr.write(render_text(error.diagnostics, color=use_color(sys.stderr)))
+    render = render_grouped if grouped else render_text
+    sys.stderr.write(render(error.diagnostics, color=use_color(sys.stderr)))
     count = len(error.diagnostics)
     typer.echo(f"{count} problem{'s' if count != 1 else ''} found.", err=True)
     return typer.Exit(1)
@@ -247,7 +249,7 @@ def export_command(
     except ValueError as exc:
         raise fail_usage(str(exc)) from None
     except SpecError as error:
-        raise report_export_errors(error) from None
+        raise report_errors(error, grouped=True) from None
     if chosen is not None:
         typer.echo(f"note: written as 'extends: {chosen}' plus the differences", err=True)
     packages = foreign_packages(document)
@@ -255,9 +257,10 @@ def export_command(
         flags = " ".join(f"--allow-import {p}" for p in packages)
         typer.echo(f"note: the spec names objects outside torch; load it with {flags}", err=True)
     if document.notes:
+        from backend_spec.cli.render.console import use_color
         from backend_spec.cli.render.diagnostics import render_text
 
-        sys.stderr.write(render_text(document.notes, color=sys.stderr.isatty()))
+        sys.stderr.write(render_text(document.notes, color=use_color(sys.stderr)))
     write_output(emit(document, fmt), output)
 
 
@@ -275,16 +278,6 @@ def _export_base(ref: str, base: str | None) -> str | None:
     if base != "auto" and base not in BUILTIN_BACKENDS:
         raise fail_usage(f"--base must be a built-in backend, auto or none, not {base!r}")
     return base
-
-
-def report_export_errors(error: SpecError) -> typer.Exit:
-    """Export refusals grouped by cause, with counts: one line per cause, not per pattern."""
-    from backend_spec.cli.render.diagnostics import render_grouped
-
-    sys.stderr.write(render_grouped(error.diagnostics, color=sys.stderr.isatty()))
-    count = len(error.diagnostics)
-    typer.echo(f"{count} problem{'s' if count != 1 else ''} found.", err=True)
-    return typer.Exit(1)
 
 
 # -- lint ------------------------------------------------------------------------------------
