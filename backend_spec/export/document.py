@@ -13,6 +13,7 @@ from typing import Any
 
 from backend_spec import codes
 from backend_spec._torch import BackendConfig, BackendPatternConfig, ObservationType
+from backend_spec.build.observed import pattern_aten, pattern_quantize
 from backend_spec.diagnostics import Diagnostic, SpecError, format_key_path
 from backend_spec.export.dtypes import DTypeConfigTable, DTypeDoc
 from backend_spec.export.families import family_of
@@ -20,6 +21,7 @@ from backend_spec.names.fusers import sequential_class
 from backend_spec.names.labels import pattern_label, qualified_name
 from backend_spec.names.naming import object_name, observation_type_name, op_name
 from backend_spec.spec.fields import MODULE_KINDS, PATTERN_FIELDS, FieldKind
+from backend_spec.spec.models import OBSERVER_FIELDS, PT2E_PATTERN_FIELDS
 
 _DEFAULT_OBSERVATION = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
 
@@ -33,13 +35,32 @@ class SpecDocument:
     patterns: list[dict[str, Any]] = field(default_factory=list)
     families: list[str] = field(default_factory=list)
 
+    @property
+    def spec_version(self) -> int:
+        """1 unless a version 2 key is used."""
+        return 2 if _uses_version_2(self.dtype_configs, self.patterns) else 1
+
     def to_dict(self) -> dict[str, Any]:
         """The document as the loader reads it (key order as written)."""
-        out: dict[str, Any] = {"spec_version": 1, "name": self.name}
+        out: dict[str, Any] = {"spec_version": self.spec_version, "name": self.name}
         if self.dtype_configs:
             out["dtype_configs"] = self.dtype_configs
         out["patterns"] = self.patterns
         return out
+
+
+def _uses_version_2(dtype_configs: dict[str, Any], patterns: list[dict[str, Any]]) -> bool:
+    """Whether the document holds a version 2 key (then it must say ``spec_version: 2``)."""
+    if any(key in entry for entry in patterns for key in PT2E_PATTERN_FIELDS):
+        return True
+    mappings = [*dtype_configs.values()] + [
+        ref for entry in patterns for ref in entry.get("dtype_configs", []) if isinstance(ref, dict)
+    ]
+    return any(
+        isinstance(value, dict) and any(key in value for key in OBSERVER_FIELDS)
+        for mapping in mappings
+        for value in mapping.values()
+    )
 
 
 class _Unnameable(Exception):
@@ -77,11 +98,17 @@ class _EntryBuilder:
     entry: dict[str, Any] = field(default_factory=dict)
 
     def build(self) -> dict[str, Any]:
-        """Every field of the table that differs from torch's default, in spec order."""
+        """Every field of the table that differs from torch's default, in spec order, then
+        the version 2 pt2e keys."""
         for spec in PATTERN_FIELDS:
             value = getattr(self.config, spec.getter)
             if not _is_default(spec.kind, value):
                 self._put(spec.key, self._converter(spec.kind), value)
+        aten = pattern_aten(self.config)
+        if aten:
+            self.entry["aten"] = [[ops[0] if len(ops) == 1 else ops for ops in c] for c in aten]
+        if pattern_quantize(self.config) is not None:
+            self.entry["quantize"] = pattern_quantize(self.config)
         return self.entry
 
     def _converter(self, kind: FieldKind) -> Callable[[Any], Any]:

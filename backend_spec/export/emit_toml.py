@@ -81,7 +81,11 @@ def _table(header: str, body: dict[str, Any]) -> list[str]:
 
 def emit_toml(doc: SpecDocument) -> str:
     """The TOML text of a spec document."""
-    lines = [SCHEMA_COMMENT, "spec_version = 1", f"name = {toml_string(doc.name)}"]
+    lines = [
+        SCHEMA_COMMENT,
+        f"spec_version = {doc.spec_version}",
+        f"name = {toml_string(doc.name)}",
+    ]
     if not doc.patterns:
         lines.append("patterns = []")
     for name, dtype_config in doc.dtype_configs.items():

@@ -106,7 +106,7 @@ def _patterns_node(doc: SpecDocument) -> CommentedSeq:
 def emit_yaml(doc: SpecDocument) -> str:
     """The YAML text of a spec document."""
     root = CommentedMap()
-    root["spec_version"] = 1
+    root["spec_version"] = doc.spec_version
     root["name"] = doc.name
     if doc.dtype_configs:
         root["dtype_configs"] = _dtype_configs_node(doc.dtype_configs)
