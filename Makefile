@@ -6,14 +6,15 @@ BESPEC := $(VENV)/bin/bespec
 STAMP  := $(VENV)/.installed
 BUILTINS := native fbgemm qnnpack x86 onednn executorch tensorrt
 
-.PHONY: demo test lint fmt specs schema docs bench clean
+.PHONY: demo test lint fmt specs schema docs aten-table bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# The CPU wheel: an unpinned torch would pull gigabytes of CUDA packages.
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[dev]'
+	# torchao (the pt2e extra) is pinned; pip keeps the torch installed above.
+	$(PY) -m pip install --quiet -e '.[dev,pt2e]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -39,11 +40,16 @@ schema: $(STAMP)
 docs: $(STAMP)
 	$(PY) -m backend_spec.cli.render.reference docs
 
+# The ATen chains of the built-in backends' ops for this torch version (see backend_spec/pt2e).
+aten-table: $(STAMP)
+	$(PY) -m backend_spec.pt2e.aten
+
 specs: $(STAMP)
 	for n in $(BUILTINS); do $(BESPEC) export $$n -o specs/$$n.yaml || exit 1; done
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_load.py
+	$(PY) benchmarks/bench_pt2e.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -6,6 +6,7 @@ The public API is small and stable (see ``shared/spec-format.md``)::
     bc = backend_spec.loads(text, format="yaml")
     text = backend_spec.dump(bc, format="yaml")
     qmap = backend_spec.qconfig_mapping(bc)
+    q = backend_spec.quantizer("specs/my_backend.yaml")   # torchao pt2e Quantizer (extra)
 
 The loader is imported eagerly, so the first ``load`` pays no import cost (the load budget is
 measured from a warm ``import backend_spec``); the exporter and the QConfig helper load on first
@@ -27,6 +28,7 @@ SPEC_VERSION = 1
 _LAZY = {
     "dump": "backend_spec.export",
     "qconfig_mapping": "backend_spec.analysis.qconfigs",
+    "quantizer": "backend_spec.pt2e",
 }
 
 __all__ = [
@@ -38,11 +40,13 @@ __all__ = [
     "load",
     "loads",
     "qconfig_mapping",
+    "quantizer",
 ]
 
 if TYPE_CHECKING:
     from backend_spec.analysis.qconfigs import qconfig_mapping
     from backend_spec.export import dump
+    from backend_spec.pt2e import quantizer
 
 
 def __getattr__(name: str) -> Any:

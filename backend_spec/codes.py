@@ -6,7 +6,7 @@ default hint, so call sites write ``codes.UNKNOWN_NAME`` and reporters, SARIF me
 rule module's docstring adds the long explanation (see :mod:`backend_spec.lint.registry`).
 
 Numbering: 1xx source text, 2xx schema, 3xx names, 4xx references between entries and files,
-5xx lint rules, 6xx check, 9xx export and internal errors.
+5xx lint rules, 6xx check, 7xx pt2e (lint rules included), 9xx export and internal errors.
 
 Adding a code is one edit: a ``_register(...)`` line below. ``tests/test_codes.py`` fails when
 the package uses a code that is not registered, or when ``docs/codes.md`` is stale.
@@ -43,7 +43,7 @@ class Code(str):
 #: Every code, by id, in numeric order.
 REGISTRY: dict[str, Code] = {}
 
-E, W = Severity.ERROR, Severity.WARNING
+E, W, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
 
 
 def _register(id: str, slug: str, severity: Severity, summary: str, hint: str = "") -> Code:
@@ -357,6 +357,21 @@ RULE_CRASHED = _register(
     "a lint rule raised an exception",
     "please report this with the spec that caused it",
 )
+
+# -- 7xx: pt2e (lint rules about the spec's torchao quantizer) -------------------------------
+NO_PT2E_EQUIVALENT = _register(
+    "BS701",
+    "no-pt2e-equivalent",
+    INFO,
+    "An entry has no pt2e equivalent, so the spec's torchao quantizer skips it.",
+)
+ATEN_CHAIN_CONFLICT = _register(
+    "BS702",
+    "aten-chain-conflict",
+    W,
+    "Two entries collapse onto one ATen chain with different configs; pt2e keeps the first.",
+)
+
 
 # -- 9xx: export and internal errors ----------------------------------------------------------
 INTERNAL = _register(

@@ -13,6 +13,18 @@ from enum import Enum
 class Severity(str, Enum):
     ERROR = "error"
     WARNING = "warning"
+    #: A fact worth knowing that is not a problem (never fails a run, even with --strict).
+    INFO = "info"
+
+    @property
+    def github_level(self) -> str:
+        """The workflow-command level: error, warning or notice."""
+        return "notice" if self is Severity.INFO else self.value
+
+    @property
+    def sarif_level(self) -> str:
+        """The SARIF result level: error, warning or note."""
+        return "note" if self is Severity.INFO else self.value
 
 
 @dataclass(frozen=True)

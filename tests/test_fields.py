@@ -10,7 +10,7 @@ import pytest
 from backend_spec._torch import BackendPatternConfig, ObservationType, torch
 from backend_spec.analysis.compare import describe_pattern
 from backend_spec.spec.fields import PATTERN_FIELDS, FieldKind
-from backend_spec.spec.models import PatternModel
+from backend_spec.spec.models import PT2E_PATTERN_FIELDS, PatternModel
 
 #: torch setters that are not fields: ``add_dtype_config`` appends to ``dtype_configs``.
 _NOT_FIELDS = {"add_dtype_config"}
@@ -86,7 +86,9 @@ def test_getter_reads_what_the_setter_wrote(spec) -> None:
 
 
 def test_the_model_has_exactly_the_table_fields_in_order() -> None:
-    assert list(PatternModel.model_fields) == [f.key for f in PATTERN_FIELDS]
+    """The torch fields of the table, then the version 2 pt2e keys (no torch field)."""
+    expected = [f.key for f in PATTERN_FIELDS] + list(PT2E_PATTERN_FIELDS)
+    assert list(PatternModel.model_fields) == expected
 
 
 def test_compare_describes_every_non_pattern_field() -> None:

@@ -20,6 +20,7 @@ from functools import cache
 from typing import Any
 
 from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig, quiet, torch
+from backend_spec.build.observed import observer_options
 from backend_spec.names.dtypes import dtype_name, dtype_range
 from backend_spec.names.labels import dtype_label
 
@@ -27,7 +28,10 @@ with quiet():
     from torch.ao.quantization import QConfig, QConfigMapping
     from torch.ao.quantization.observer import (
         FixedQParamsObserver,
+        HistogramObserver,
         MinMaxObserver,
+        MovingAverageMinMaxObserver,
+        MovingAveragePerChannelMinMaxObserver,
         PerChannelMinMaxObserver,
         PlaceholderObserver,
     )
@@ -37,6 +41,7 @@ __all__ = [
     "PatternQConfig",
     "choose",
     "fusion_conflicts",
+    "op_qconfigs",
     "pattern_ops",
     "qconfig_for",
     "qconfig_mapping",
@@ -68,7 +73,14 @@ _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 #: The weight constraints (a ``_describe`` tuple) used when a DTypeConfig has no weight and no
 #: weighted DTypeConfig shares its activation constraints: torch's default qint8 weights.
-_DEFAULT_WEIGHT: tuple = (torch.qint8, None, None, None, None, None, None)
+_DEFAULT_WEIGHT: tuple = (torch.qint8, None, None, None, None, None, None, ())
+
+#: Version 2 ``observer`` names -> (per-tensor class, per-channel class or None).
+_OBSERVER_KINDS = {
+    "minmax": (MinMaxObserver, PerChannelMinMaxObserver),
+    "moving_average_minmax": (MovingAverageMinMaxObserver, MovingAveragePerChannelMinMaxObserver),
+    "histogram": (HistogramObserver, None),
+}
 
 #: Engines whose x86 kernels may overflow with a full 8-bit activation range (torch's own
 #: defaults use ``reduce_range=True`` there).
@@ -108,7 +120,7 @@ def qconfig_mapping(
     """
     backend_config = resolve_backend_config(spec_or_backend_config, allow_imports)
     mapping = QConfigMapping()
-    for op, qconfig in _op_qconfigs(backend_config, engine).items():
+    for op, qconfig in op_qconfigs(backend_config, engine).items():
         mapping.set_object_type(op, qconfig)
     return mapping
 
@@ -125,7 +137,7 @@ def resolve_backend_config(
     return load(os.fspath(spec_or_backend_config), allow_imports=list(allow_imports))
 
 
-def _op_qconfigs(backend_config: BackendConfig, engine: str | None) -> dict[Any, QConfig]:
+def op_qconfigs(backend_config: BackendConfig, engine: str | None) -> dict[Any, QConfig]:
     """op -> QConfig.
 
     An op's own single-op pattern decides its QConfig; ops that only appear inside multi-op
@@ -164,7 +176,7 @@ def fusion_conflicts(
     """
     from torch.ao.quantization.qconfig import qconfig_equals
 
-    chosen = _op_qconfigs(backend_config, engine)
+    chosen = op_qconfigs(backend_config, engine)
     conflicts = []
     for config in backend_config.configs:
         ops = pattern_ops(config)
@@ -251,6 +263,7 @@ def _describe(dtype_config: DTypeConfig) -> tuple:
             dwc.scale_max_upper_bound,
             dwc.scale_exact_match,
             dwc.zero_point_exact_match,
+            tuple(sorted(observer_options(dwc).items())),
         )
 
     return (
@@ -305,17 +318,26 @@ def _activation_observer(inp: tuple, out: tuple, reduce_range: bool):
     merged = _merge_constraints(inp, out)
     if merged is None:
         return None, "input and output constraints contradict each other"
-    dtype, qmin_lb, qmax_ub, scale_min, _scale_max, scale_exact, zp_exact = merged
+    dtype, qmin_lb, qmax_ub, scale_min, _scale_max, scale_exact, zp_exact, options = merged
     if scale_exact is not None and zp_exact is not None:
         qmin, qmax = _quant_range(dtype, qmin_lb, qmax_ub, reduce=False)
         return FixedQParamsObserver.with_args(
             scale=scale_exact, zero_point=zp_exact, dtype=dtype, quant_min=qmin, quant_max=qmax
         ), ""
-    qmin, qmax = _quant_range(dtype, qmin_lb, qmax_ub, reduce=reduce_range)
+    chosen = dict(options)
+    if chosen.get("granularity") == "per_channel":
+        return None, "per_channel applies to weights only, not activations"
+    if chosen.get("observer") == "placeholder":
+        return None, "a placeholder observer cannot calibrate static activations"
+    reduce = chosen.get("reduce_range", reduce_range)
+    qmin, qmax = _quant_range(dtype, qmin_lb, qmax_ub, reduce=reduce)
     if qmin >= qmax:
         return None, f"empty quantization range [{qmin_lb}, {qmax_ub}] for {dtype_label(dtype)}"
-    return MinMaxObserver.with_args(
-        dtype=dtype, quant_min=qmin, quant_max=qmax, eps=_eps(scale_min)
+    observer = _OBSERVER_KINDS[chosen.get("observer", "minmax")][0]
+    qscheme = torch.per_tensor_symmetric if chosen.get("qscheme") == "symmetric" else None
+    extra = {} if qscheme is None else {"qscheme": qscheme}
+    return observer.with_args(
+        dtype=dtype, quant_min=qmin, quant_max=qmax, eps=_eps(scale_min), **extra
     ), ""
 
 
@@ -338,6 +360,7 @@ def _merge_constraints(a: tuple, b: tuple) -> tuple | None:
         None,
         scale_exact,
         zp_exact,
+        a[7] or b[7],
     )
 
 
@@ -362,11 +385,13 @@ def _eps(scale_min: float | None) -> float:
 
 
 def _weight_observer(weight: tuple):
-    """Per-tensor symmetric for int weights (every engine and reference module accepts it)."""
+    """Per-tensor symmetric for int weights (every engine and reference module accepts it),
+    unless the spec (version 2) asks for another observer, qscheme or per-channel weights."""
     dtype, qmin_lb, qmax_ub, scale_min = weight[:4]
+    options = dict(weight[7])
     if dtype is None:
         return None, ""
-    if dtype in _FLOATS:
+    if dtype in _FLOATS or options.get("observer") == "placeholder":
         return _placeholder(dtype), ""
     if dtype in _SUB_BYTE:
         return (
@@ -376,11 +401,19 @@ def _weight_observer(weight: tuple):
         )
     if dtype not in _QRANGE:
         return None, f"unsupported weight dtype {dtype_label(dtype)}"
-    qmin, qmax = _quant_range(dtype, qmin_lb, qmax_ub, reduce=False)
-    qscheme = torch.per_tensor_symmetric if qmin < 0 else torch.per_tensor_affine
-    return MinMaxObserver.with_args(
-        dtype=dtype, qscheme=qscheme, quant_min=qmin, quant_max=qmax, eps=_eps(scale_min)
-    ), ""
+    qmin, qmax = _quant_range(dtype, qmin_lb, qmax_ub, reduce=options.get("reduce_range", False))
+    symmetric = options.get("qscheme", "symmetric" if qmin < 0 else "affine") == "symmetric"
+    per_tensor, per_channel = _OBSERVER_KINDS[options.get("observer", "minmax")]
+    kwargs = {"dtype": dtype, "quant_min": qmin, "quant_max": qmax, "eps": _eps(scale_min)}
+    if options.get("granularity") == "per_channel":
+        if per_channel is None:
+            return None, f"no per-channel {options['observer']} observer"
+        qscheme = torch.per_channel_symmetric if symmetric else torch.per_channel_affine
+        return per_channel.with_args(
+            qscheme=qscheme, ch_axis=options.get("ch_axis", 0), **kwargs
+        ), ""
+    qscheme = torch.per_tensor_symmetric if symmetric else torch.per_tensor_affine
+    return per_tensor.with_args(qscheme=qscheme, **kwargs), ""
 
 
 def _weight_only_qconfig(weight: tuple):

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend_spec import _torch, codes
+from backend_spec.build.observed import ObservedDTypeWithConstraints, set_pt2e_keys
 from backend_spec.diagnostics import Diagnostic
 from backend_spec.names.dtypes import to_dtype
 from backend_spec.names.fusers import (
@@ -27,6 +28,7 @@ from backend_spec.names.vocabulary import TORCH_FACTORY_MODULES, inside
 from backend_spec.spec.fields import MODULE_KINDS, PATTERN_FIELDS, PATTERN_KINDS, FieldKind
 from backend_spec.spec.models import (
     CONSTRAINT_FIELDS,
+    OBSERVER_FIELDS,
     DTypeConfigModel,
     DTypeWithConstraintsModel,
     FunctionForm,
@@ -94,6 +96,9 @@ class Compiler:
         if isinstance(spec, str):
             return _torch.DTypeWithConstraints(dtype=to_dtype(spec))
         values = {name: getattr(spec, name) for name in CONSTRAINT_FIELDS}
+        options = {name: getattr(spec, name) for name in OBSERVER_FIELDS}
+        if any(value is not None for value in options.values()):
+            return ObservedDTypeWithConstraints(dtype=to_dtype(spec.dtype), **values, **options)
         return _torch.DTypeWithConstraints(dtype=to_dtype(spec.dtype), **values)
 
     def dtype_config(self, model: DTypeConfigModel) -> Any:
@@ -240,6 +245,7 @@ class Compiler:
             obj = self.field_value((*path, spec.key), spec.kind, value, arity)
             if obj is not None and not _has_none(obj):
                 getattr(config, spec.setter)(obj)
+        set_pt2e_keys(config, model.aten, model.quantize)
         return config
 
     def field_value(self, path: KeyPath, kind: FieldKind, value: Any, arity: int) -> Any:

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from backend_spec.cli.render.diagnostics import FORMATS as REPORT_FORMATS
-from backend_spec.diagnostics import SpecError
+from backend_spec.diagnostics import Severity, SpecError
 from backend_spec.quiet import silence_globally
 
 app = typer.Typer(
@@ -127,6 +127,7 @@ def compile_reporting(spec: Path, allow_import: list[str] | None):
     compiled, found = compile_report(spec, allowed(allow_import), rules)
     if compiled is None:
         raise report_errors(SpecError(found))
+    found = [d for d in found if d.severity is not Severity.INFO]  # notes are for `bespec lint`
     if found:
         sys.stderr.write(render_text(found, color=use_color(sys.stderr)))
         count = len(found)
@@ -153,13 +154,23 @@ def compile_command(
         Path | None,
         typer.Option(help="The golden for --emit-test (default: next to it, .golden.json)."),
     ] = None,
+    target: Annotated[
+        str,
+        typer.Option(help="fx: a BackendConfig module; pt2e: a torchao Quantizer module."),
+    ] = "fx",
 ) -> None:
     """Validate and compile SPEC; print what it holds."""
     from backend_spec.cli.render.summary import print_summary
 
+    if target not in ("fx", "pt2e"):
+        raise fail_usage(f"--target must be fx or pt2e, not {target!r}")
     compiled = compile_reporting(existing(spec), allow_import)
     print_summary(compiled.backend_config, spec)
-    if output is not None:
+    if target == "pt2e":
+        from backend_spec.pt2e.cli import compile_pt2e
+
+        compile_pt2e(compiled.backend_config, spec, output)
+    elif output is not None:
         from backend_spec.export.python import generate_module
         from backend_spec.files import write_atomic
 
@@ -335,10 +346,15 @@ def check_cli(
     ] = False,
     fmt: TextOrJson = "text",
     allow_import: AllowImport = None,
+    flow: Annotated[
+        str, typer.Option(help="fx (default), pt2e, or both: compare FX with pt2e.")
+    ] = "fx",
 ) -> None:
     """Quantize a minimal model per pattern, and the reference models, on the host CPU."""
     from backend_spec.check import check_command
 
+    if flow != "fx":
+        raise typer.Exit(pt2e_check(spec, flow, model or [], fmt, allow_import))
     code = check_command(
         spec,
         engine=engine,
@@ -350,6 +366,22 @@ def check_cli(
         allow_imports=allowed(allow_import),
     )
     raise typer.Exit(code)
+
+
+def pt2e_check(
+    spec: str, flow: str, models: list[str], fmt: str, allow_import: list[str] | None
+) -> int:
+    """``check --flow pt2e|both`` (backend_spec.pt2e.check)."""
+    from backend_spec.pt2e import TorchaoMissing
+    from backend_spec.pt2e.check import flow_check, reference_models
+
+    if flow not in ("pt2e", "both"):
+        raise fail_usage(f"--flow must be fx, pt2e or both, not {flow!r}")
+    backend_config = load_ref(spec, allow_import).backend_config
+    try:
+        return flow_check(backend_config, flow, reference_models(models), fmt)
+    except TorchaoMissing as exc:
+        raise fail_usage(str(exc)) from None
 
 
 # -- explain ---------------------------------------------------------------------------------
@@ -370,6 +402,7 @@ def explain_command(
     ] = None,
     fmt: TextOrJson = "text",
     allow_import: AllowImport = None,
+    flow: Annotated[str, typer.Option(help="fx (default) or pt2e: explain ATen nodes.")] = "fx",
 ) -> None:
     """Explain, node by node, what SPEC quantizes in a model and why nodes are skipped."""
     import json
@@ -382,6 +415,13 @@ def explain_command(
         mapping = explain.qconfig_mapping_from(qconfig_mapping)
     except ValueError as exc:
         raise fail_usage(str(exc)) from None
+    if flow == "pt2e":
+        from backend_spec.pt2e.check import explain_pt2e
+
+        explain_pt2e(compiled.backend_config, net, inputs, fmt)
+        return
+    if flow != "fx":
+        raise fail_usage(f"--flow must be fx or pt2e, not {flow!r}")
     report = explain.explain_compiled(compiled, net, inputs, mapping)
     if fmt == "json":
         typer.echo(json.dumps(report.to_dict(), indent=2))

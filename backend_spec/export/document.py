@@ -15,6 +15,7 @@ from typing import Any
 
 from backend_spec import codes
 from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig, ObservationType
+from backend_spec.build.observed import pattern_aten, pattern_quantize
 from backend_spec.diagnostics import Diagnostic, Severity, SpecError, format_key_path
 from backend_spec.export.dtypes import DTypeConfigTable, DTypeDoc
 from backend_spec.export.families import family_of
@@ -190,11 +191,17 @@ class _EntryBuilder:
     entry: dict[str, Any] = field(default_factory=dict)
 
     def build(self) -> dict[str, Any]:
-        """Every field of the table that differs from torch's default, in spec order."""
+        """Every field of the table that differs from torch's default, in spec order, then
+        the version 2 pt2e keys."""
         for spec in PATTERN_FIELDS:
             value = getattr(self.config, spec.getter)
             if not _is_default(spec.kind, value):
                 self._put(spec.key, self._converter(spec.kind), value)
+        aten = pattern_aten(self.config)
+        if aten:
+            self.entry["aten"] = [[ops[0] if len(ops) == 1 else ops for ops in c] for c in aten]
+        if pattern_quantize(self.config) is not None:
+            self.entry["quantize"] = pattern_quantize(self.config)
         return self.entry
 
     def _converter(self, kind: FieldKind) -> Callable[[Any], Any]:

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from backend_spec._torch import DTypeConfig, DTypeWithConstraints, torch
+from backend_spec.build.observed import observer_options
 from backend_spec.names.dtypes import dtype_name
 from backend_spec.spec.models import CONSTRAINT_FIELDS
 
@@ -26,6 +27,7 @@ DTypeDoc = dict[str, Any]
 def constraints_doc(dwc: DTypeWithConstraints) -> str | dict[str, Any] | None:
     """A bare dtype name when only ``dtype`` is set, else a mapping of the set fields."""
     extra = {f: getattr(dwc, f) for f in CONSTRAINT_FIELDS if getattr(dwc, f) is not None}
+    extra.update(observer_options(dwc))
     if not extra:
         return None if dwc.dtype is None else dtype_name(dwc.dtype)
     if dwc.dtype is None:

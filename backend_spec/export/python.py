@@ -19,6 +19,7 @@ from backend_spec.names.vocabulary import (
     SPECIAL_NAMES,
 )
 from backend_spec.spec.fields import MODULE_KINDS, PATTERN_FIELDS, PATTERN_KINDS, FieldKind
+from backend_spec.spec.models import CONSTRAINT_FIELDS
 
 _INDENT = "    "
 
@@ -60,7 +61,9 @@ class _Writer:
         if isinstance(value, str):
             return f"torch.{value}"
         fields = [f"dtype=torch.{value['dtype']}"]
-        fields += [f"{k}={v!r}" for k, v in value.items() if k != "dtype"]
+        # Version 2 observer keys are no BackendConfig field: qconfig_mapping and the pt2e
+        # quantizer read them from the spec, the BackendConfig module leaves them out.
+        fields += [f"{k}={v!r}" for k, v in value.items() if k in CONSTRAINT_FIELDS]
         return f"DTypeWithConstraints({', '.join(fields)})"
 
     def dtype_config(self, doc: dict[str, Any]) -> str:

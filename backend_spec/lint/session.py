@@ -25,13 +25,20 @@ class LintReport:
 
     def summary(self) -> str:
         errors, warnings = self.count(Severity.ERROR), self.count(Severity.WARNING)
+        infos = self.count(Severity.INFO)
         files = f"{self.files} file{'s' if self.files != 1 else ''}"
+        notes = f" ({infos} note{'s' if infos != 1 else ''})" if infos else ""
         if not errors and not warnings:
-            return f"{files} checked, no problems."
+            return f"{files} checked, no problems{notes}."
         return (
             f"{errors} error{'s' if errors != 1 else ''}, "
-            f"{warnings} warning{'s' if warnings != 1 else ''} in {files}."
+            f"{warnings} warning{'s' if warnings != 1 else ''} in {files}{notes}."
         )
+
+
+def _fails(severity: Severity, strict: bool) -> bool:
+    """Errors fail a run; warnings too with --strict; notes never."""
+    return severity is Severity.ERROR or (strict and severity is Severity.WARNING)
 
 
 def lint_files(
@@ -52,7 +59,7 @@ def lint_files(
         rules = select_rules(Selection(settings.select, settings.ignore))
         found = lint_path(path, rules, allow_imports)
         report.diagnostics.extend(found)
-        if any(d.severity is Severity.ERROR or settings.strict for d in found):
+        if any(_fails(d.severity, settings.strict) for d in found):
             report.failed = True
     return report
 
@@ -67,7 +74,7 @@ def sarif_rules() -> tuple[dict[str, str], dict[str, dict[str, object]]]:
             "name": r.name,
             "helpUri": r.help_uri,
             "fullDescription": {"text": " ".join(r.doc.split())},
-            "defaultConfiguration": {"level": r.severity.value},
+            "defaultConfiguration": {"level": r.severity.sarif_level},
         }
         for r in all_rules()
     }

@@ -43,6 +43,21 @@ CONSTRAINT_FIELDS: tuple[str, ...] = (
     "zero_point_exact_match",
 )
 
+#: Version 2 observer keys of a dtype mapping (defaults: what version 1 builds), in spec order.
+OBSERVER_FIELDS: tuple[str, ...] = (
+    "observer",
+    "qscheme",
+    "granularity",
+    "ch_axis",
+    "reduce_range",
+    "fake_quant",
+)
+
+#: Version 2 keys of a pattern entry (pt2e).
+PT2E_PATTERN_FIELDS: tuple[str, ...] = ("aten", "quantize")
+
+_V2 = {"x-since": 2}
+
 OBSERVATION_TYPES = (
     "output_use_different_observer_as_input",
     "output_share_observer_with_input",
@@ -152,6 +167,35 @@ class DTypeWithConstraintsModel(_Strict):
         None, description="Fixed scale (FixedQParamsObserver) for ops such as sigmoid."
     )
     zero_point_exact_match: Integer | None = Field(None, description="Fixed zero point.")
+    observer: Literal["minmax", "moving_average_minmax", "histogram", "placeholder"] | None = Field(
+        None,
+        description="Observer kind (version 2; default minmax).",
+        json_schema_extra=_V2,
+    )
+    qscheme: Literal["affine", "symmetric"] | None = Field(
+        None,
+        description="Version 2; default: affine for activations, symmetric for signed weights.",
+        json_schema_extra=_V2,
+    )
+    granularity: Literal["per_tensor", "per_channel"] | None = Field(
+        None, description="Version 2; default per_tensor (weights only).", json_schema_extra=_V2
+    )
+    ch_axis: Annotated[int, Field(ge=0, le=7)] | None = Field(
+        None,
+        description="Channel axis of per_channel weights (version 2; default 0).",
+        json_schema_extra=_V2,
+    )
+    reduce_range: bool | None = Field(
+        None,
+        description="Halve the quantization range (version 2; default false, true for "
+        "engine=x86/fbgemm activations).",
+        json_schema_extra=_V2,
+    )
+    fake_quant: Literal["fused_moving_avg", "fake_quantize", "learnable"] | None = Field(
+        None,
+        description="QAT fake-quantize kind (version 2; default fused_moving_avg).",
+        json_schema_extra=_V2,
+    )
 
     @field_validator("dtype")
     @classmethod
@@ -402,6 +446,18 @@ ComplexPattern = Annotated[
 ]
 
 
+AtenName = Annotated[
+    str,
+    Field(
+        pattern=r"^aten\.[A-Za-z0-9_]+\.[A-Za-z0-9_]+$",
+        max_length=128,
+        description="An ATen overload: aten.<op>.<overload>.",
+    ),
+]
+
+AtenOps = AtenName | Annotated[list[AtenName], Field(min_length=1, max_length=8)]
+
+
 def _simple_pattern_kind(value: Any) -> str | None:
     return _kind(value, list, "sequence")
 
@@ -455,6 +511,21 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
     def since(self) -> list[tuple[tuple[str | int, ...], int]]:
         """Values (not keys) that need a newer format: nested items in a forward pattern."""
         return [(("pattern", i), 2) for i in nested_forward_items(self.pattern)]
+
+    aten: list[Annotated[list[AtenOps], Field(min_length=1, max_length=8)]] | None = Field(
+        None,
+        description="pt2e (version 2): extra ATen chains for this entry, in forward order; each "
+        "op is an ATen overload or a list of alternatives ([aten.conv2d.default, "
+        "aten.conv2d.padding]).",
+        json_schema_extra=_V2,
+        max_length=16,
+    )
+    quantize: Literal["always", "if_input_quantized"] | None = Field(
+        None,
+        description="pt2e (version 2): quantize always (default) or only when the first input "
+        "is already quantized (pooling, cat, flatten in X86InductorQuantizer's recipe).",
+        json_schema_extra=_V2,
+    )
 
     @model_validator(mode="after")
     def _one_pattern(self) -> PatternModel:

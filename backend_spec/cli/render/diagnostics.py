@@ -18,6 +18,10 @@ FORMATS = ("text", "json", "github", "sarif")
 _RULE_DOCS = "https://github.com/bespec/bespec/blob/main/docs/rules.md"
 
 
+#: ANSI colour per severity: red, yellow, cyan.
+_STYLES = {Severity.ERROR: "31", Severity.WARNING: "33", Severity.INFO: "36"}
+
+
 def render_text(diagnostics: Iterable[Diagnostic], color: bool = False) -> str:
     """``file:line:col: error BS300 message``: the severity is written in words, so it survives
     pipes, screen readers and NO_COLOR; colour (only when ``color``) merely repeats it."""
@@ -25,7 +29,7 @@ def render_text(diagnostics: Iterable[Diagnostic], color: bool = False) -> str:
     for d in diagnostics:
         severity = d.severity.value
         if color:
-            style = "31" if d.severity is Severity.ERROR else "33"
+            style = _STYLES[d.severity]
             text = (
                 f"\x1b[1m{d.location()}\x1b[0m: \x1b[{style}m{severity} {d.code}\x1b[0m {d.message}"
             )
@@ -91,7 +95,7 @@ def _github_escape(text: str, *, property_value: bool = False) -> str:
 def render_github(diagnostics: Iterable[Diagnostic]) -> str:
     lines = []
     for d in diagnostics:
-        level = "error" if d.severity is Severity.ERROR else "warning"
+        level = d.severity.github_level
         props = ",".join(
             [
                 f"file={_github_escape(d.file, property_value=True)}",
@@ -139,7 +143,7 @@ def render_sarif(
         "results": [
             {
                 "ruleId": d.code,
-                "level": "error" if d.severity is Severity.ERROR else "warning",
+                "level": d.severity.sarif_level,
                 "message": {"text": d.message + (f" (hint: {d.hint})" if d.hint else "")},
                 "locations": [
                     {

@@ -1,0 +1,178 @@
+"""Op name -> the ATen chain it becomes under ``torch.export``, found by tracing.
+
+A spec names ops the way Python code calls them (``nn.Conv2d``, ``F.relu``, ``method:view``);
+a pt2e quantizer sees ATen nodes (``aten.conv2d.default``). Rather than keep a hand-written
+translation, bespec exports the one-op model that ``bespec check`` synthesizes for the op and
+reads off the chain of ATen calls, together with how each node was written (module, function,
+method) as export's ``nn_module_stack`` / ``torch_fn`` metadata records it.
+
+Tracing every op of a big backend takes seconds, so the results for the ops of the built-in
+backends are cached as data in ``aten_table.json`` for the torch version that produced it
+(``make aten-table`` regenerates it; a test checks it is current). Ops outside the cache, or
+any op under another torch version, are traced on first use and kept in memory.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from backend_spec._torch import BackendPatternConfig, quiet, torch
+from backend_spec.names.naming import op_name
+
+TABLE_PATH = Path(__file__).with_name("aten_table.json")
+
+#: Ops whose module form is a container of other torch modules (fused modules).
+_NNI = "torch.ao.nn.intrinsic"
+
+
+def describe_op(op: Any) -> dict[str, Any]:
+    """``{"chain": [...], "where": [...]}`` for ``op``, or ``{"skip": reason}``."""
+    name = op_name(op)
+    if name is not None:
+        cached = _cached_table().get(name)
+        if cached is not None:
+            return cached
+    return _traced(op)
+
+
+def cached_fusion(key: str) -> Any:
+    """The module class a named fuser returns in eval mode, from the packaged table."""
+    from backend_spec.names.naming import resolve_name
+
+    name = _packaged().get("fusions", {}).get(key)
+    return None if name is None else resolve_name(name)
+
+
+def _cached_table() -> dict[str, dict[str, Any]]:
+    return _packaged().get("ops", {})
+
+
+@functools.cache
+def _packaged() -> dict[str, Any]:
+    """The packaged table, if it was made by this torch version (else nothing is cached)."""
+    try:
+        data = json.loads(TABLE_PATH.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if data.get("torch") == torch.__version__ else {}
+
+
+@functools.lru_cache(maxsize=1024)
+def _traced(op: Any) -> dict[str, Any]:
+    try:
+        return trace_op(op)
+    except Exception as exc:  # an op that export cannot trace is reported, never raised
+        return {"skip": f"torch.export cannot trace it: {type(exc).__name__}: {exc}"[:300]}
+
+
+def trace_op(op: Any) -> dict[str, Any]:
+    """Export the synthesized one-op model of ``op`` and describe its ATen chain."""
+    from backend_spec.check.synthesize import SkipPattern, synthesize
+
+    if _is_qat_module(op):
+        return {"skip": "QAT module: pt2e QAT fake-quantizes the float graph instead"}
+    try:
+        with quiet():
+            made = synthesize(BackendPatternConfig(op))
+    except SkipPattern as exc:
+        return {"skip": f"no one-op model to trace: {exc}"}
+    with quiet(), torch.no_grad():
+        exported = torch.export.export(made.model, made.example_inputs)
+    nodes = [node for node in exported.module().graph.nodes if node.op == "call_function"]
+    if not nodes:
+        return {"skip": "torch.export removes it (no ATen op is left)"}
+    for previous, node in zip(nodes, nodes[1:], strict=False):
+        if not node.args or node.args[0] is not previous:
+            return {"skip": "it does not trace to a linear chain of ATen ops"}
+    return {
+        "chain": [_alternatives(node.target) for node in nodes],
+        "where": [_where(op, node) for node in nodes],
+    }
+
+
+def _is_qat_module(op: Any) -> bool:
+    module = getattr(op, "__module__", "") or ""
+    return isinstance(op, type) and (".qat" in module)
+
+
+def _alternatives(target: Any) -> list[str]:
+    """The traced overload, plus its in-place twin (``relu`` -> ``relu_``) when one exists."""
+    names = [str(target)]
+    packet = getattr(target, "_overloadpacket", None)
+    overload = getattr(target, "_overloadname", None)
+    if packet is not None and overload is not None and not packet.__name__.endswith("_"):
+        twin = getattr(torch.ops.aten, packet.__name__ + "_", None)
+        if twin is not None and overload in twin.overloads():
+            names.append(str(getattr(twin, overload)))
+    return names
+
+
+def _where(op: Any, node: Any) -> dict[str, Any]:
+    """How the op was written: a module class (by qualified name) or the callable kinds that
+    export records in ``torch_fn`` (``function.relu``, ``builtin_function_or_method.relu``)."""
+    if isinstance(op, type):
+        where: dict[str, Any] = {"module": f"{op.__module__}.{op.__qualname__}"}
+        if op.__module__.startswith(_NNI):
+            where["container"] = True
+        return where
+    torch_fn = node.meta.get("torch_fn")
+    if not torch_fn:
+        return {"calls": []}
+    calls = [torch_fn[1]]
+    if len(_alternatives(node.target)) > 1 and not torch_fn[1].startswith("function."):
+        # ``x += y`` and ``x.relu_()`` record the in-place method (FX sees ``operator.add``).
+        calls.append(torch_fn[1] + "_")
+    return {"calls": calls}
+
+
+def _builtin_configs() -> Iterator[Any]:
+    from backend_spec.names.vocabulary import BUILTIN_BACKENDS, builtin_backend_config
+
+    for backend in BUILTIN_BACKENDS:
+        yield from builtin_backend_config(backend).configs
+
+
+def build_table() -> dict[str, Any]:
+    """The cache file's content for this torch version: the ATen chain of every op of the
+    built-in backends, and what each named (non-sequential) fuser of theirs returns."""
+    from backend_spec.analysis.qconfigs import pattern_ops
+    from backend_spec.names.fusers import sequential_class
+    from backend_spec.names.naming import object_name
+    from backend_spec.pt2e.rules import called_fuser, fusion_key
+
+    ops: dict[str, Any] = {}
+    fusions: dict[str, str] = {}
+    for config in _builtin_configs():
+        for op in pattern_ops(config):
+            name = op_name(op)
+            if name is not None and name not in ops:
+                ops[name] = _traced(op)
+        fuser = config.fuser_method
+        if fuser is None or sequential_class(fuser) is not None or object_name(fuser) is None:
+            continue
+        pattern = tuple(pattern_ops(config))
+        fused = called_fuser(fuser, pattern)
+        if fused is not None:
+            key = fusion_key(object_name(fuser), [op_name(op) for op in pattern])
+            fusions[key] = object_name(fused)
+    return {"torch": torch.__version__, "ops": ops, "fusions": fusions}
+
+
+def table_text() -> str:
+    """The cache file's text (what ``make aten-table`` writes and the currency test compares)."""
+    return json.dumps(build_table(), indent=1, sort_keys=True) + "\n"
+
+
+def write_table(path: Path = TABLE_PATH) -> None:
+    from backend_spec.files import write_atomic
+
+    write_atomic(path, table_text())
+    path.chmod(0o644)
+
+
+if __name__ == "__main__":
+    write_table()

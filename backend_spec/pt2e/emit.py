@@ -1,0 +1,54 @@
+"""``bespec compile SPEC --target pt2e -o quantizer.py``: the runtime and the table in one file.
+
+The module is the runtime's own source (torch and torchao only) followed by the table as a
+Python literal and ``get_quantizer()``. Everything that came from the spec (labels, names) is
+data written with ``repr``/``pprint``; nothing of it becomes code.
+"""
+
+from __future__ import annotations
+
+import ast
+import pprint
+from pathlib import Path
+from typing import Any
+
+_RUNTIME = Path(__file__).with_name("runtime.py")
+
+
+def generate_module(table: dict[str, Any], *, source: str) -> str:
+    """The standalone quantizer module for ``table`` compiled from ``source``."""
+    runtime = _RUNTIME.read_text(encoding="utf-8")
+    body = runtime.splitlines()[_docstring_end(runtime) :]
+    header = [
+        '"""A torchao pt2e Quantizer compiled by bespec; needs only torch and torchao.',
+        "",
+        "    from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e, convert_pt2e",
+        "    prepared = prepare_pt2e(torch.export.export(model, args).module(), get_quantizer())",
+        "",
+        "Generated file: edit the spec and recompile instead of editing it.",
+        '"""',
+    ]
+    footer = [
+        "",
+        "",
+        "#: The spec this table was compiled from.",
+        f"SOURCE = {source!r}",
+        "",
+        "#: The rule table (plain data) that TableQuantizer interprets.",
+        f"TABLE = {pprint.pformat(table, width=100, sort_dicts=False)}",
+        "",
+        "",
+        "def get_quantizer() -> TableQuantizer:",
+        '    """A fresh Quantizer for one model (it records its matches)."""',
+        "    return TableQuantizer(TABLE)",
+        "",
+    ]
+    return "\n".join(header + body + footer)
+
+
+def _docstring_end(text: str) -> int:
+    module = ast.parse(text)
+    first = module.body[0]
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+        return first.end_lineno or 0
+    return 0

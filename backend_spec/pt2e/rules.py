@@ -1,0 +1,377 @@
+"""Compile a BackendConfig into the pt2e rule table (plain data) and a report.
+
+Each pattern entry becomes at most one rule: its ops' ATen chains (:mod:`.aten`) joined into one
+chain, how each node must have been written, the observation type, and the QuantizationSpecs
+the FX flow would use for it. To quantize exactly like ``prepare_fx`` with
+``backend_spec.qconfig_mapping``, the specs are read off the very QConfig that mapping gives the
+pattern's first op, and the same dtype-config check decides whether the pattern is quantized
+at all. Module fusions are resolved the way ``fuse_fx`` resolves them: by calling the entry's
+fuser in eval mode and quantizing the chain with the entry of the module it returns.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from backend_spec._torch import BackendConfig, BackendPatternConfig, ObservationType, quiet, torch
+from backend_spec.analysis import qconfigs
+from backend_spec.build.observed import pattern_aten, pattern_quantize
+from backend_spec.pt2e.aten import describe_op
+
+with quiet():
+    from torch.ao.quantization.observer import FixedQParamsObserver
+    from torch.ao.quantization.utils import MatchAllNode
+
+#: torch.ao dtypes -> the plain dtypes pt2e's quantize ops use.
+_DTYPES = {
+    torch.quint8: "uint8",
+    torch.qint8: "int8",
+    torch.qint32: "int32",
+    torch.uint8: "uint8",
+    torch.int8: "int8",
+    torch.int16: "int16",
+    torch.int32: "int32",
+    torch.float16: "float16",
+    torch.bfloat16: "bfloat16",
+}
+
+_OBSERVATIONS = {
+    ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT: "different",
+    ObservationType.OUTPUT_SHARE_OBSERVER_WITH_INPUT: "share",
+    ObservationType.INPUT_OUTPUT_NOT_OBSERVED: "none",
+}
+
+#: ATen ops that pt2e folds into a preceding conv / linear before annotating (PTQ).
+_FOLDED = ("aten.batch_norm.default", "aten._native_batch_norm_legit_no_training.default")
+_FOLD_INTO = ("aten.conv", "aten.linear")
+
+#: Version of the table layout the runtime reads.
+TABLE_FORMAT = 1
+
+
+@dataclass
+class Report:
+    """What the compiler made of a spec: rules, skipped entries with reasons, conflicts."""
+
+    rules: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    duplicates: list[tuple[str, str]] = field(default_factory=list)
+    conflicts: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return (
+            f"{len(self.rules)} rules, {len(self.duplicates)} duplicates, "
+            f"{len(self.skipped)} skipped, {len(self.conflicts)} conflicts"
+        )
+
+
+@dataclass
+class _Entry:
+    """One pattern entry on its way to a rule."""
+
+    config: BackendPatternConfig
+    label: str
+    ops: list[Any]
+
+
+def compile_table(
+    backend_config: BackendConfig, *, engine: str | None = None
+) -> tuple[dict[str, Any], Report]:
+    """The rule table of ``backend_config`` and the report of how it was built."""
+    compiler = _Compiler(backend_config, engine)
+    return compiler.run()
+
+
+class _Compiler:
+    def __init__(self, backend_config: BackendConfig, engine: str | None) -> None:
+        self.backend_config = backend_config
+        with quiet():
+            self.op_qconfigs = qconfigs.op_qconfigs(backend_config, engine)
+        self.by_pattern = {
+            config.pattern: config
+            for config in backend_config.configs
+            if config.pattern is not None
+        }
+        #: Float module classes convert_to_reference_fx swaps for reference modules (the only
+        #: modules whose weights FX quantizes).
+        self.reference_roots = {
+            config.root_module
+            for config in backend_config.configs
+            if config.root_module is not None and config.reference_quantized_module is not None
+        }
+        self.specs: dict[str, dict[str, Any]] = {}
+        self.report = Report()
+        self._satisfied: dict[tuple[int, int], bool] = {}
+        self._observers: dict[int, tuple[str | None, bool]] = {}
+
+    def run(self) -> tuple[dict[str, Any], Report]:
+        rules: list[dict[str, Any]] = []
+        seen: dict[str, dict[str, Any]] = {}
+        for config in self.backend_config.configs:
+            entry = _Entry(config, _label(config), qconfigs.pattern_ops(config))
+            made, reason = self.rules_for(entry)
+            if not made:
+                self.report.skipped.append((entry.label, reason))
+            for rule in made:
+                key = json.dumps([rule["chain"], rule["where"]], sort_keys=True)
+                first = seen.get(key)
+                if first is None:
+                    seen[key] = rule
+                    rules.append(rule)
+                    self.report.rules.append(entry.label)
+                elif _body(first) == _body(rule):
+                    self.report.duplicates.append((entry.label, first["label"]))
+                else:
+                    self.report.conflicts.append((entry.label, first["label"], _chain_text(rule)))
+        rules.sort(key=lambda rule: -len(rule["chain"]))
+        return {"format": TABLE_FORMAT, "specs": self.specs, "rules": rules}, self.report
+
+    # --- chains -------------------------------------------------------------------------------
+
+    def rules_for(self, entry: _Entry) -> tuple[list[dict[str, Any]], str]:
+        """The entry's traced rule plus one per ``aten`` chain of the spec; else the reason."""
+        traced, reason = self.traced_chain(entry)
+        chains = [] if traced is None else [traced]
+        for chain in pattern_aten(entry.config):
+            chains.append((chain, [None] * len(chain), list(range(len(chain)))))
+        if not chains:
+            return [], reason
+        quantization = self.quantization(entry)
+        quantization["quantize"] = pattern_quantize(entry.config) or "always"
+        return [
+            {"label": entry.label, "chain": chain, "where": where, "groups": groups, **quantization}
+            for chain, where, groups in chains
+        ], ""
+
+    def traced_chain(self, entry: _Entry) -> tuple[tuple[list, list, list] | None, str]:
+        """(chain, where, groups) of the entry's ops as torch.export traces them."""
+        config = entry.config
+        if config.pattern is None and not _linear_complex(config._pattern_complex_format):
+            return None, "complex-format pattern with MatchAllNode or branches: no chain matcher"
+        chain, where, groups = [], [], []
+        for index, op in enumerate(entry.ops):
+            described = describe_op(op)
+            if "skip" in described:
+                return None, f"{_op_label(op)}: {described['skip']}"
+            chain += described["chain"]
+            where += described["where"]
+            groups += [index] * len(described["chain"])
+        return _fold_batch_norm(chain, where, groups), ""
+
+    # --- quantization -------------------------------------------------------------------------
+
+    def quantization(self, entry: _Entry) -> dict[str, Any]:
+        """Observation and specs, from the entry FX would quantize these nodes with."""
+        effective, root_op = self.effective_entry(entry)
+        if effective is None:
+            return self.float_rule(
+                f"FX fuses it into {_op_label(root_op)}, which no entry quantizes"
+            )
+        qconfig = self.op_qconfigs.get(root_op)
+        if qconfig is None:
+            return self.float_rule("no QConfig satisfies any of its dtype configs")
+        if not any(self.satisfies(qconfig, dc) for dc in effective.dtype_configs):
+            return self.float_rule(
+                "the QConfig of its first op satisfies none of its dtype configs"
+            )
+        act, dynamic = self.observer_spec(qconfig.activation)
+        counts = effective._num_tensor_args_to_observation_type
+        weight = qconfig.weight is not None and self.weight_quantized(root_op)
+        return {
+            "observation": _OBSERVATIONS[effective.observation_type],
+            "by_num_args": {str(n): _OBSERVATIONS[t] for n, t in counts.items()},
+            "input": act,
+            "output": None if dynamic else act,
+            "weight": self.observer_spec(qconfig.weight)[0] if weight else None,
+            "reason": "",
+        }
+
+    def satisfies(self, qconfig: Any, dtype_config: Any) -> bool:
+        key = (id(qconfig), id(dtype_config))
+        if key not in self._satisfied:
+            self._satisfied[key] = qconfigs.satisfies(qconfig, dtype_config)
+        return self._satisfied[key]
+
+    def observer_spec(self, constructor: Any) -> tuple[str | None, bool]:
+        """(spec name, is dynamic) of an observer constructor, instantiated once."""
+        if constructor is None:
+            return None, False
+        if id(constructor) not in self._observers:
+            with quiet():
+                observer = constructor()
+            dynamic = bool(getattr(observer, "is_dynamic", False))
+            self._observers[id(constructor)] = (self.spec_name(observer), dynamic)
+        return self._observers[id(constructor)]
+
+    def weight_quantized(self, op: Any) -> bool:
+        """FX quantizes a module's weight only when it swaps the module for a reference one:
+        its float class (a fused module's first part) is a root_module with a reference
+        module somewhere in the config. Functional ops take their weight observer as is."""
+        if not isinstance(op, type):
+            return True
+        from backend_spec.check.synthesize import _FUSED_PARTS
+
+        return _FUSED_PARTS.get(op, (op,))[0] in self.reference_roots
+
+    def float_rule(self, reason: str) -> dict[str, Any]:
+        """A rule that claims its nodes (as FX's matcher does) but leaves them in float."""
+        return {
+            "observation": "none",
+            "by_num_args": {},
+            "input": None,
+            "output": None,
+            "weight": None,
+            "reason": reason,
+        }
+
+    def effective_entry(self, entry: _Entry) -> tuple[BackendPatternConfig | None, Any]:
+        """(the entry FX quantizes this pattern's nodes with, the op whose QConfig it uses)."""
+        config = entry.config
+        if config.fuser_method is None or not all(isinstance(op, type) for op in entry.ops):
+            return config, entry.ops[0]
+        fused = fused_type(config.fuser_method, tuple(entry.ops))
+        if fused is None:
+            fused = config.fused_module or entry.ops[0]
+        return self.by_pattern.get(fused), fused
+
+    def spec_name(self, observer: Any) -> str | None:
+        """Register the spec dict of ``observer`` (deduplicated) and return its name."""
+        data = _spec_data(observer)
+        if data is None:
+            return None
+        for name, existing in self.specs.items():
+            if existing == data:
+                return name
+        name = f"{data['dtype']}_{data.get('observer', 'fixed')}_{len(self.specs)}"
+        self.specs[name] = data
+        return name
+
+
+def fused_type(fuser: Any, ops: tuple) -> type | None:
+    """What ``fuser(False, *modules)`` returns: a sequential fuser's class, the packaged table's
+    answer for a named fuser, else the result of calling it on synthesized modules."""
+    from backend_spec.names.fusers import sequential_class
+    from backend_spec.names.naming import object_name, op_name
+    from backend_spec.pt2e.aten import cached_fusion
+
+    sequential = sequential_class(fuser)
+    if sequential is not None:
+        return sequential
+    name = object_name(fuser)
+    if name is not None:
+        cached = cached_fusion(fusion_key(name, [op_name(op) for op in ops]))
+        if cached is not None:
+            return cached
+    return called_fuser(fuser, ops)
+
+
+def fusion_key(fuser_name: str, op_names: list[str | None]) -> str:
+    return f"{fuser_name}({', '.join(str(name) for name in op_names)})"
+
+
+@functools.lru_cache(maxsize=256)
+def called_fuser(fuser: Any, ops: tuple) -> type | None:
+    from backend_spec.check.synthesize import synthesize
+
+    try:
+        with quiet():
+            made = synthesize(BackendPatternConfig(ops))
+            modules = [getattr(made.model, ref.target) for ref in made.ops]
+            return type(fuser(False, *modules))
+    except Exception:  # a fuser that cannot run on synthesized modules: fall back to the entry
+        return None
+
+
+def _spec_data(observer: Any) -> dict[str, Any] | None:
+    """A table spec from an instantiated torch.ao observer; ``None`` for float32 (no spec)."""
+    dtype = _DTYPES.get(observer.dtype)
+    if dtype is None:
+        return None
+    qscheme = str(observer.qscheme).removeprefix("torch.") if hasattr(observer, "qscheme") else None
+    if isinstance(observer, FixedQParamsObserver):
+        return {
+            "kind": "fixed",
+            "dtype": dtype,
+            "scale": float(observer.scale),
+            "zero_point": int(observer.zero_point),
+            "quant_min": int(observer.quant_min),
+            "quant_max": int(observer.quant_max),
+            "qscheme": qscheme,
+        }
+    data: dict[str, Any] = {"kind": "observed", "dtype": dtype, "observer": type(observer).__name__}
+    if dtype in ("float16", "bfloat16"):
+        data["observer"] = "PlaceholderObserver"
+        data["qscheme"] = None
+    else:
+        data.update(
+            quant_min=int(observer.quant_min), quant_max=int(observer.quant_max), qscheme=qscheme
+        )
+        eps = getattr(observer, "eps", None)
+        if eps is not None:
+            data["observer_kwargs"] = {"eps": float(eps)}
+        if "per_channel" in (qscheme or ""):
+            data["ch_axis"] = int(observer.ch_axis)
+    if getattr(observer, "is_dynamic", False):
+        data["is_dynamic"] = True
+    return data
+
+
+def _fold_batch_norm(chain: list, where: list, groups: list) -> tuple[list, list, list]:
+    """prepare_pt2e folds BatchNorm into the conv/linear before it, so PTQ chains omit it."""
+    if not chain or not chain[0][0].startswith(_FOLD_INTO):
+        return chain, where, groups
+    keep = [i for i, alts in enumerate(chain) if i == 0 or alts[0] not in _FOLDED]
+    keep = [i for i in keep if not (i > 0 and chain[i][0] == "<built-in function getitem>")]
+    renumber = {
+        group: number for number, group in enumerate(dict.fromkeys(groups[i] for i in keep))
+    }
+    return [chain[i] for i in keep], [where[i] for i in keep], [renumber[groups[i]] for i in keep]
+
+
+def _body(rule: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in rule.items() if key not in ("label", "reason")}
+
+
+def _chain_text(rule: dict[str, Any]) -> str:
+    return " -> ".join(alts[0] for alts in rule["chain"])
+
+
+def _linear_complex(pattern: Any) -> bool:
+    """A reversed nested pattern that is a plain chain: ``(relu, (bn, conv))``."""
+    while isinstance(pattern, tuple):
+        if len(pattern) != 2 or isinstance(pattern[0], tuple):
+            return False
+        pattern = pattern[1]
+    return pattern is not MatchAllNode
+
+
+@functools.lru_cache(maxsize=2048)
+def _op_label(op: Any) -> str:
+    from backend_spec.names.labels import object_label
+
+    return object_label(op)
+
+
+def _label(config: BackendPatternConfig) -> str:
+    return ops_label(qconfigs.pattern_ops(config))
+
+
+def ops_label(ops: list[Any] | tuple[Any, ...]) -> str:
+    """A pattern as the report writes it: ``nn.Linear`` or ``(nn.Conv2d, nn.ReLU)``."""
+    return _op_label(ops[0]) if len(ops) == 1 else "(" + ", ".join(map(_op_label, ops)) + ")"
+
+
+def skip_reason(ops: list[Any] | tuple[Any, ...] | None, complex_key: Any = None) -> str | None:
+    """Why an entry with these ops (or this complex pattern key) has no traced pt2e chain."""
+    if ops is None:
+        if _linear_complex(complex_key):
+            return None
+        return "complex-format pattern with MatchAllNode or branches: no chain matcher"
+    for op in ops:
+        described = describe_op(op)
+        if "skip" in described:
+            return f"{_op_label(op)}: {described['skip']}"
+    return None
