@@ -10,7 +10,12 @@ from typer.testing import CliRunner
 
 import backend_spec
 from backend_spec._torch import quiet, torch
-from backend_spec.analysis.explain import explain, qconfig_mapping_from, tutorial_model
+from backend_spec.analysis.explain import (
+    explain,
+    spec_mapping,
+    torch_default_mapping,
+    tutorial_model,
+)
 from backend_spec.cli.app import app
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,7 +68,7 @@ def fixed_eps_mapping(quant_max: int = 255):
 
 def test_tutorial_silent_skip_is_explained() -> None:
     bc = backend_spec.load(ROOT / "specs" / "tutorial.yaml")
-    mapping = qconfig_mapping_from(None)
+    mapping = torch_default_mapping()
     report = explained(bc, mapping)
     nodes = {n.node: n for n in report.nodes}
     assert list(nodes) == ["linear", "conv", "bn", "relu", "sigmoid"]
@@ -103,7 +108,7 @@ def test_quant_range_failure_is_named() -> None:
 
 def test_dtype_mismatch_is_named() -> None:
     bc = backend_spec.loads(SPEC.format(dtype="qint8"))
-    report = explained(bc, qconfig_mapping_from(None))
+    report = explained(bc, torch_default_mapping())
     (linear,) = [n for n in report.nodes if n.node == "linear"]
     assert linear.reasons[0] == "input dtype quint8 but the config wants qint8"
 
@@ -112,7 +117,7 @@ def test_builtin_backend_quantizes_the_fused_conv() -> None:
     from backend_spec.names.vocabulary import builtin_backend_config
 
     bc = builtin_backend_config("fbgemm")
-    mapping = qconfig_mapping_from(None)
+    mapping = torch_default_mapping()
     report = explained(bc, mapping)
     outcomes = {n.node: (n.op, n.outcome) for n in report.nodes}
     # in eval mode torch's fuse_conv_bn_relu folds the bn into the conv: ConvReLU2d
@@ -122,24 +127,58 @@ def test_builtin_backend_quantizes_the_fused_conv() -> None:
     assert observed_nodes(bc, mapping) <= quantized
 
 
+def test_fusion_that_built_a_node_is_not_unmatched() -> None:
+    from backend_spec.names.vocabulary import builtin_backend_config
+
+    report = explained(builtin_backend_config("fbgemm"), torch_default_mapping())
+    (conv,) = [n for n in report.nodes if n.node == "conv"]
+    # (Conv2d, BatchNorm2d, ReLU) fused into the ConvReLU2d (BatchNorm folded in eval mode)
+    assert conv.fused_from == "(nn.Conv2d, nn.BatchNorm2d, nn.ReLU)"
+    assert "(nn.Conv2d, nn.BatchNorm2d, nn.ReLU)" not in report.unmatched_patterns
+    assert "nni.ConvReLU2d" not in report.unmatched_patterns  # matched the fused node
+    assert "(nn.Conv2d, nn.ReLU)" in report.unmatched_patterns  # really matched nothing
+
+
+def test_spec_mapping_is_the_default_for_qint8_specs() -> None:
+    bc = backend_spec.loads(SPEC.format(dtype="qint8").replace("{dtype: quint8", "{dtype: qint8"))
+    own = explained(bc, spec_mapping(bc))
+    assert [n.outcome for n in own.nodes if n.node == "linear"] == ["quantized"]
+    default = explained(bc, torch_default_mapping())
+    assert [n.outcome for n in default.nodes if n.node == "linear"] == ["skipped"]
+
+
 def test_cli(tmp_path: Path) -> None:
     runner = CliRunner()
     spec = str(ROOT / "specs" / "tutorial.yaml")
     model = "backend_spec.analysis.explain:tutorial_model"
-    result = runner.invoke(app, ["explain", spec, "--model", model, "--format", "json"])
+    args = ["explain", spec, "--model", model, "--torch-default"]
+    result = runner.invoke(app, [*args, "--format", "json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["nodes"][0]["outcome"] == "skipped"
-    text = runner.invoke(app, ["explain", spec, "--model", model])
+    text = runner.invoke(app, args)
     assert text.exit_code == 0
     assert "scale_min_lower_bound" in text.stdout and "nni.ConvReLU2d" in text.stdout
+    own = runner.invoke(app, ["explain", spec, "--model", model, "--format", "json"])
+    assert own.exit_code == 0, own.output
+    assert json.loads(own.stdout)["nodes"][0]["outcome"] == "quantized"
     bad = runner.invoke(app, ["explain", spec, "--model", "no_such_module:f"])
     assert bad.exit_code == 2
 
 
 @pytest.mark.parametrize("ref", ["nomodule", "backend_spec.analysis.explain:nothing_here"])
 def test_bad_model_reference(ref: str) -> None:
-    from backend_spec.analysis.explain import model_from_factory
+    spec = str(ROOT / "specs" / "tutorial.yaml")
+    result = CliRunner().invoke(app, ["explain", spec, "--model", ref])
+    assert result.exit_code == 2 and "error" in result.output
 
-    with pytest.raises(ValueError):
-        model_from_factory(ref)
+
+def test_model_file_from_the_current_directory(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "netdef.py").write_text(
+        "from backend_spec.analysis.explain import tutorial_model as make\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    spec = str(ROOT / "specs" / "tutorial.yaml")
+    for ref in ("netdef:make", "netdef.py:make"):
+        result = CliRunner().invoke(app, ["explain", spec, "--model", ref, "--format", "json"])
+        assert result.exit_code == 0, result.output

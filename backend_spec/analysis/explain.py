@@ -69,14 +69,27 @@ def model_from_factory(ref: str) -> tuple[torch.nn.Module, tuple[Any, ...]]:
     return model, tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
 
 
-def qconfig_mapping_from(ref: str | None) -> Any:
-    """The QConfigMapping ``module:attr`` names, else torch's ``get_default_qconfig_mapping()``."""
-    from torch.ao.quantization import QConfigMapping, get_default_qconfig_mapping
+def qconfig_mapping_from(ref: str) -> Any:
+    """The QConfigMapping ``module:attr`` names (or builds, naming a function)."""
+    from torch.ao.quantization import QConfigMapping
 
-    if ref is None:
-        with quiet():
-            return get_default_qconfig_mapping()
     return object_of(ref, QConfigMapping, "QConfigMapping")
+
+
+def torch_default_mapping() -> Any:
+    """torch's ``get_default_qconfig_mapping()`` (quint8 activations, as the tutorial uses)."""
+    from torch.ao.quantization import get_default_qconfig_mapping
+
+    with quiet():
+        return get_default_qconfig_mapping()
+
+
+def spec_mapping(backend_config: Any) -> Any:
+    """The spec's own QConfigMapping (:func:`backend_spec.qconfig_mapping`): the default, so a
+    qint8 spec is explained with qint8 QConfigs rather than torch's quint8 ones."""
+    from backend_spec.analysis.qconfigs import qconfig_mapping
+
+    return qconfig_mapping(backend_config)
 
 
 # -- the report --------------------------------------------------------------------------------
@@ -89,6 +102,9 @@ class NodeReport:
     node: str
     op: str
     pattern: str | None = None
+    #: The fusion pattern that built this node's module (``(nn.Conv2d, nn.BatchNorm2d,
+    #: nn.ReLU)`` for the ConvReLU2d it folded into), if any.
+    fused_from: str | None = None
     #: "quantized", "skipped" (matched, but no DTypeConfig fits its QConfig), "no qconfig",
     #: "not quantized" (matched a pattern that quantizes nothing) or "no pattern".
     outcome: str = "no pattern"
@@ -149,6 +165,8 @@ class _Traced:
         tracer = QuantizationTracer([], [])
         graph_module = torch.fx.GraphModule(model, tracer.trace(model))
         _attach_meta_to_node_if_not_exist(graph_module)
+        #: fused node name -> the fusion pattern (torch's reversed nested format).
+        self.fusions = _fusion_matches(graph_module, backend_config)
         self.graph_module = _fuse_fx(graph_module, False, FuseCustomConfig(), backend_config)
         self.modules = dict(self.graph_module.named_modules(remove_duplicate=False))
         self.qconfigs = self._node_qconfigs(qconfig_mapping, tracer.node_name_to_scope)
@@ -212,6 +230,9 @@ class _Traced:
         if node.op not in ("call_module", "call_function", "call_method"):
             return None
         report = NodeReport(node.name, self.op_label(node))
+        fusion = self.fusions.get(node.name)
+        if fusion is not None:
+            report.fused_from = _pattern_label(self.pattern_config(fusion), fusion)
         match = self.matches.get(node.name)
         if match is None:
             report.reasons.append("no pattern of the backend matches this node")
@@ -260,6 +281,32 @@ class _Traced:
             prefix = f"dtype_configs[{i}]: " if many else ""
             reasons.extend(prefix + f for f in failures)
         return reasons
+
+
+def _fusion_matches(graph_module: Any, backend_config: Any) -> dict[str, Any]:
+    """Node name -> fusion pattern, for every fusion torch's fuser will apply (the fused node
+    keeps the name of the pattern's root node)."""
+    from torch.ao.quantization.backend_config.utils import get_fusion_pattern_to_root_node_getter
+    from torch.ao.quantization.fx.fuse import _find_matches as find_fusions
+    from torch.ao.quantization.fx.fuse import _get_fusion_pattern_to_fuse_handler_cls
+    from torch.ao.quantization.fx.pattern_utils import _sorted_patterns_dict
+
+    handlers = _sorted_patterns_dict(_get_fusion_pattern_to_fuse_handler_cls(backend_config))
+    getters = get_fusion_pattern_to_root_node_getter(backend_config)
+    fusions = {}
+    for _name, (_last, pattern, matched, _obj, _sub) in find_fusions(
+        graph_module, graph_module.graph, handlers
+    ).items():
+        getter = getters.get(pattern, _default_root)
+        fusions[getter(matched).name] = pattern
+    return fusions
+
+
+def _default_root(node_pattern: Any) -> Any:
+    """torch's default root node getter of a fusion: the innermost, first op of the pattern."""
+    while not isinstance(node_pattern[-1], torch.fx.Node):
+        node_pattern = node_pattern[-1]
+    return node_pattern[-1]
 
 
 def _pattern_label(config: Any, pattern: Any) -> str:
@@ -438,9 +485,9 @@ def _fixed_failures(post_process: Any, observer: Any, c: Any, kind: str) -> list
 
 def _unmatched(report: Explanation, traced: _Traced, own: Callable[[Any], bool]) -> None:
     matched = {pattern for (_n, _m, pattern, _h) in traced.matches.values()}
-    module_types = {type(m) for m in traced.modules.values()}
+    matched |= set(traced.fusions.values())
     for pattern, config in traced.backend_config._pattern_complex_format_to_config.items():
-        if pattern in matched or config.fused_module in module_types:
+        if pattern in matched:
             continue
         if own(config):
             report.unmatched_patterns.append(_pattern_label(config, pattern))
@@ -461,25 +508,29 @@ _STYLES = {
 
 def print_explanation(report: Explanation, console: Any) -> None:
     """A rich table of the nodes, then the spec's patterns that matched nothing."""
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=f"backend {report.backend}", title_justify="left")
+    table = Table(title=f"backend {escape(report.backend)}", title_justify="left")
     for column in ("node", "op", "pattern", "outcome", "why"):
         table.add_column(column, overflow="fold")
     for node in report.nodes:
         style = _STYLES.get(node.outcome, "")
+        pattern = node.pattern or ""
+        if node.fused_from:
+            pattern = f"{pattern} (fused from {node.fused_from})".strip()
         table.add_row(
-            node.node,
-            node.op,
-            node.pattern or "",
+            escape(node.node),
+            escape(node.op),
+            escape(pattern),
             f"[{style}]{node.outcome}[/]",
-            "\n".join(node.reasons),
+            escape("\n".join(node.reasons)),
         )
     console.print(table)
     if report.unmatched_patterns:
         console.print("[bold]Patterns of the spec that matched nothing:[/]")
         for label in report.unmatched_patterns:
-            console.print(f"  {label}")
+            console.print(f"  {escape(label)}")
     if report.unmatched_inherited:
         console.print(f"({report.unmatched_inherited} inherited patterns matched nothing)")
     skipped = sum(1 for n in report.nodes if n.outcome == "skipped")

@@ -40,14 +40,18 @@ with quiet():
 __all__ = [
     "PatternQConfig",
     "choose",
+    "each_dtype_config",
     "fusion_conflicts",
+    "kernels_for",
     "op_qconfigs",
     "pattern_ops",
     "qconfig_for",
     "qconfig_mapping",
     "resolve_backend_config",
+    "qat_qconfig",
     "runs_on",
     "satisfies",
+    "takes_activation",
 ]
 
 #: Integer range of each quantized dtype an observer can produce.
@@ -106,13 +110,16 @@ def qconfig_mapping(
     *,
     engine: str | None = None,
     allow_imports: Iterable[str] = (),
+    runnable_first: bool = True,
 ) -> QConfigMapping:
     """A QConfigMapping whose QConfigs satisfy each pattern's first usable DTypeConfig.
 
     ``spec_or_backend_config`` is a BackendConfig or the path of a spec file (loaded with
     :func:`backend_spec.load`, honouring ``allow_imports``). ``engine`` tunes the activation range
     for the kernels that will run the model (x86/fbgemm use a 7-bit range like torch's defaults);
-    leave it ``None`` for a backend-neutral mapping.
+    leave it ``None`` for a backend-neutral mapping. ``runnable_first`` passes over DTypeConfigs
+    the engine has no kernels for (see :func:`choose`); turn it off to keep the spec's first
+    choice everywhere (a model then runs as a reference model, but its fusions stay consistent).
 
     Every op of a pattern (a module class, a function or a method name) is mapped with
     ``set_object_type``; the first pattern mentioning an op decides its QConfig, and all ops of a
@@ -120,7 +127,7 @@ def qconfig_mapping(
     """
     backend_config = resolve_backend_config(spec_or_backend_config, allow_imports)
     mapping = QConfigMapping()
-    for op, qconfig in op_qconfigs(backend_config, engine).items():
+    for op, qconfig in op_qconfigs(backend_config, engine, runnable_first).items():
         mapping.set_object_type(op, qconfig)
     return mapping
 
@@ -137,7 +144,9 @@ def resolve_backend_config(
     return load(os.fspath(spec_or_backend_config), allow_imports=list(allow_imports))
 
 
-def op_qconfigs(backend_config: BackendConfig, engine: str | None) -> dict[Any, QConfig]:
+def op_qconfigs(
+    backend_config: BackendConfig, engine: str | None, runnable_first: bool = True
+) -> dict[Any, QConfig]:
     """op -> QConfig.
 
     An op's own single-op pattern decides its QConfig; ops that only appear inside multi-op
@@ -145,7 +154,11 @@ def op_qconfigs(backend_config: BackendConfig, engine: str | None) -> dict[Any, 
     requirement keeps it (see :func:`fusion_conflicts`): every pattern stays satisfiable, and a
     model that really fuses the pair gets torch's explicit error instead of a silent fp32 op.
     """
-    entries = [entry for entry in choose(backend_config, engine) if entry.qconfig is not None]
+    entries = [
+        entry
+        for entry in choose(backend_config, engine, runnable_first=runnable_first)
+        if entry.qconfig is not None
+    ]
     chosen: dict[Any, QConfig] = {}
     for entry in entries:
         ops = pattern_ops(entry.config)
@@ -188,42 +201,96 @@ def fusion_conflicts(
     return conflicts
 
 
-def choose(backend_config: BackendConfig, engine: str | None = None) -> Iterator[PatternQConfig]:
+def choose(
+    backend_config: BackendConfig, engine: str | None = None, *, runnable_first: bool = True
+) -> Iterator[PatternQConfig]:
     """For every pattern with DTypeConfigs: the first usable one and its QConfig.
 
     With an ``engine``, DTypeConfigs whose activations that engine's kernels cannot take (qint8
     activations on x86/fbgemm/qnnpack/onednn) are passed over when a later one is runnable.
     """
+    for config, entries in _entries(backend_config, engine):
+        usable = [entry for entry in entries if entry.qconfig is not None]
+        if not usable:
+            reasons = "; ".join(entry.reason for entry in entries)
+            yield PatternQConfig(config, None, None, reasons)
+            continue
+        runnable = [entry for entry in usable if runs_on(entry.dtype_config, engine)]
+        runnable = runnable if runnable_first else []
+        yield (runnable or usable)[0]
+
+
+def each_dtype_config(
+    backend_config: BackendConfig, engine: str | None = None
+) -> Iterator[tuple[int, PatternQConfig]]:
+    """Every (pattern, DTypeConfig) pair with its index in the pattern and the QConfig built for
+    it (``qconfig`` is ``None`` with a ``reason`` when no QConfig can meet it)."""
+    for _config, entries in _entries(backend_config, engine):
+        yield from enumerate(entries)
+
+
+def _entries(
+    backend_config: BackendConfig, engine: str | None
+) -> Iterator[tuple[BackendPatternConfig, list[PatternQConfig]]]:
     reduce_range = engine in _REDUCE_RANGE_ENGINES
     partners = _weight_partners(backend_config)
     for config in backend_config.configs:
         if not config.dtype_configs:
             continue
-        usable, reasons = [], []
+        entries = []
         for dtype_config in config.dtype_configs:
             described = _describe(dtype_config)
             weight = partners.get(_activation_key(described), _DEFAULT_WEIGHT)
             qconfig, reason = _cached_qconfig(described, reduce_range, weight)
-            if qconfig is None:
-                reasons.append(reason)
-            else:
-                usable.append(PatternQConfig(config, dtype_config, qconfig))
-        if not usable:
-            yield PatternQConfig(config, None, None, "; ".join(reasons))
-            continue
-        runnable = [entry for entry in usable if runs_on(entry.dtype_config, engine)]
-        yield (runnable or usable)[0]
+            entries.append(PatternQConfig(config, dtype_config, qconfig, reason))
+        yield config, entries
 
 
 def runs_on(dtype_config: DTypeConfig, engine: str | None) -> bool:
-    """Whether ``engine``'s quantized CPU kernels take this DTypeConfig's input activations.
+    """Whether ``engine``'s quantized CPU kernels take this DTypeConfig's dtypes."""
+    weight_only = not dtype_config.is_dynamic and dtype_config.input_dtype in (None, torch.float32)
+    if weight_only:
+        return kernels_for("weight-only", dtype_config.weight_dtype, engine)
+    return takes_activation(dtype_config.input_dtype, engine)
+
+
+def kernels_for(mode: str, dtype: torch.dtype | None, engine: str | None) -> bool:
+    """Whether ``engine`` has kernels for ``mode`` (``static``, ``dynamic``, ``weight-only``)
+    quantization to ``dtype``: activations must suit :func:`takes_activation`; torch lowers
+    weight-only ops only as quantized embeddings, whose tables are quint8 or quint4x2."""
+    if mode == "weight-only":
+        known = engine is None or engine not in _QUINT8_ENGINES
+        return known or dtype in (None, torch.quint8, torch.quint4x2)
+    return takes_activation(dtype, engine)
+
+
+def takes_activation(dtype: torch.dtype | None, engine: str | None) -> bool:
+    """Whether ``engine``'s kernels take activations of ``dtype``.
 
     torch's server and mobile engines only implement unsigned 8-bit activations (plus float
     ones for dynamic, fp16 and weight-only kernels); ``None`` means no particular engine.
     """
     if engine is None or engine not in _QUINT8_ENGINES:
         return True
-    return dtype_config.input_dtype in (None, torch.quint8, *_FLOATS)
+    return dtype in (None, torch.quint8, *_FLOATS)
+
+
+def qat_qconfig(qconfig: QConfig) -> QConfig:
+    """The QAT twin of a QConfig from this module: each observer wrapped in the fake-quantize
+    that trains with it (fixed qparams keep their own); placeholders stay as they are."""
+    return QConfig(activation=_fake_quant(qconfig.activation), weight=_fake_quant(qconfig.weight))
+
+
+def _fake_quant(observer: Any) -> Any:
+    from torch.ao.quantization.fake_quantize import FakeQuantize, FixedQParamsFakeQuantize
+
+    with quiet():
+        instance = observer()
+    if isinstance(instance, PlaceholderObserver):
+        return observer
+    if isinstance(instance, FixedQParamsObserver):
+        return FixedQParamsFakeQuantize.with_args(observer=observer)
+    return FakeQuantize.with_args(observer=observer)
 
 
 def _weight_partners(backend_config: BackendConfig) -> dict[tuple, tuple]:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from backend_spec._torch import quiet, torch
+from backend_spec.names.dtypes import dtype_name
 
 with quiet():
     from torch.ao.quantization.fx.utils import _is_activation_post_process
@@ -127,10 +128,6 @@ def reference_module(gm: GraphModule, node: Node) -> torch.nn.Module | None:
     return None
 
 
-def dtype_name(dtype: Any) -> str:
-    return str(dtype).replace("torch.", "")
-
-
 def node_kind(gm: GraphModule, node: Node) -> str:
     """A node's quantized kind in a reference graph: ``static quint8``, ``dynamic quint8``,
     ``fp16``, ``weight-only quint8`` or ``fp32``."""
@@ -142,5 +139,6 @@ def node_kind(gm: GraphModule, node: Node) -> str:
             return dtype_name(dtype) if dtype != torch.float16 else "fp16"
         return f"{mode} {dtype_name(dtype)}"
     if ref is not None:
-        return f"weight-only {dtype_name(getattr(ref, 'weight_dtype', '?'))}"
+        weight = getattr(ref, "weight_dtype", None)
+        return f"weight-only {dtype_name(weight) if weight is not None else '?'}"
     return "fp32"

@@ -16,6 +16,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
+from backend_spec.check.cases import build_cases, check_case
 from backend_spec.check.results import PatternResult
 
 
@@ -47,23 +48,14 @@ _WORKER: dict[str, Any] = {}
 
 def _init_worker(source: BackendSource, engine: str) -> None:
     from backend_spec._torch import silence_globally, torch
-    from backend_spec.check.run import pattern_cases
 
     silence_globally()
     torch.set_num_threads(1)
-    backend_config = source.build()
-    _WORKER.update(
-        backend_config=backend_config,
-        engine=engine,
-        cases=pattern_cases(backend_config, engine),
-    )
+    _WORKER["cases"] = build_cases(source.build(), engine)
 
 
 def _check_index(index: int) -> tuple[int, PatternResult]:
-    from backend_spec.check.run import check_pattern
-
-    label, entry = _WORKER["cases"][index]
-    return index, check_pattern(_WORKER["backend_config"], entry, label, _WORKER["engine"])
+    return index, check_case(_WORKER["cases"][index])
 
 
 def _context() -> multiprocessing.context.BaseContext:
@@ -71,14 +63,14 @@ def _context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
-def check_patterns(
+def check_cases(
     source: BackendSource,
     engine: str,
     count: int,
     jobs: int,
     progress: Callable[[str], None] | None = None,
 ) -> list[PatternResult]:
-    """Results of all ``count`` patterns, in pattern order, computed by ``jobs`` workers."""
+    """Results of all ``count`` cases, in case order, computed by ``jobs`` workers."""
     results: list[PatternResult | None] = [None] * count
     with ProcessPoolExecutor(
         max_workers=jobs,
@@ -86,8 +78,6 @@ def check_patterns(
         initializer=_init_worker,
         initargs=(source, engine),
     ) as pool:
-        # Interleaved chunks: neighbouring patterns share a family (all the conv3d ones), so
-        # striding spreads the slow families over the workers.
         futures = [pool.submit(_check_index, i) for i in range(count)]
         for future in as_completed(futures):
             index, result = future.result()

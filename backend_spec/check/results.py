@@ -14,14 +14,31 @@ Status = Literal["pass", "fail", "skip"]
 
 @dataclass
 class PatternResult:
-    """One pattern: did a minimal model containing it quantize as the spec declares?"""
+    """One case: a pattern with one of its DTypeConfigs (``ptq`` or ``qat``), or a ``fusion``.
+    Did a minimal model containing it quantize as the spec declares?"""
 
     pattern: str
     status: Status
+    #: A short reason (one line); ``detail`` keeps torch's full text.
     reason: str = ""
     sqnr_db: float | None = None
     #: The quantization kind exercised (``static quint8``, ``dynamic quint8``, ``fp16``, ...).
     kind: str = ""
+    #: ``ptq``, ``qat`` or ``fusion``.
+    mode: str = "ptq"
+    #: Which of the pattern's DTypeConfigs (0-based); ``None`` for a fusion case.
+    dtype_index: int | None = None
+    detail: str = ""
+    #: SQNR is the reference model's: the engine has no kernels for these dtypes.
+    reference_fallback: bool = False
+    #: What prepare/convert produced (see :mod:`backend_spec.check.signature`).
+    signature: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """The case's identity in a golden file: ``nn.Linear | ptq#1``."""
+        case = self.mode if self.dtype_index is None else f"{self.mode}#{self.dtype_index}"
+        return f"{self.pattern} | {case}"
 
 
 @dataclass
@@ -36,6 +53,9 @@ class ModelResult:
     sqnr_db: float | None = None
     fp32_ms: float | None = None
     int8_ms: float | None = None
+    detail: str = ""
+    reference_fallback: bool = False
+    signature: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -47,28 +67,48 @@ class CheckReport:
     patterns: list[PatternResult] = field(default_factory=list)
     models: list[ModelResult] = field(default_factory=list)
     seconds: float = 0.0
+    #: Report-wide notes, each said once (not on every row).
+    notes: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
         return any(r.status == "fail" for r in (*self.patterns, *self.models))
 
     def counts(self) -> dict[str, int]:
-        """Pattern results by status."""
+        """Case results by status."""
         out = {"pass": 0, "fail": 0, "skip": 0}
         for result in self.patterns:
             out[result.status] += 1
         return out
 
-    def pass_fraction(self) -> float:
-        """Patterns exercised and passing, over all patterns with DTypeConfigs."""
-        return self.counts()["pass"] / len(self.patterns) if self.patterns else 1.0
+    def exercised(self) -> int:
+        """Cases that ran (passed or failed), as opposed to skipped."""
+        counts = self.counts()
+        return counts["pass"] + counts["fail"]
+
+    def pass_fraction(self) -> float | None:
+        """Passing cases over all cases; ``None`` when there were none (nothing to claim)."""
+        return self.counts()["pass"] / len(self.patterns) if self.patterns else None
+
+    def add_note(self, note: str) -> None:
+        if note not in self.notes:
+            self.notes.append(note)
 
     def to_json(self) -> dict:
+        fraction = self.pass_fraction()
+        summary = {
+            **self.counts(),
+            "cases": len(self.patterns),
+            "patterns": len({r.pattern for r in self.patterns}),
+            "exercised": self.exercised(),
+            "pass_fraction": None if fraction is None else round(fraction, 4),
+        }
         return {
             "backend": self.backend,
             "engine": self.engine,
             "seconds": round(self.seconds, 3),
-            "summary": {**self.counts(), "pass_fraction": round(self.pass_fraction(), 4)},
-            "patterns": [asdict(r) for r in self.patterns],
-            "models": [asdict(r) for r in self.models],
+            "summary": summary,
+            "notes": list(self.notes),
+            "patterns": [{"key": r.key, **asdict(r)} for r in self.patterns],
+            "models": [asdict(m) for m in self.models],
         }

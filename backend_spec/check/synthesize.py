@@ -10,6 +10,7 @@ it instead of passing it silently.
 
 from __future__ import annotations
 
+import inspect
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ F = torch.nn.functional
 
 with quiet():
     import torch.ao.nn.intrinsic as nni
+    from torch.ao.quantization.utils import MatchAllNode
 
 #: Sample input shapes per layout. Channels (4) are divisible by 4 for pixel shuffle; spatial
 #: sizes are even for pooling and unshuffle; "flat" and "seq" have 16 features for RNN cells.
@@ -58,12 +60,15 @@ class Chain(nn.Module):
         self._steps: list[Step] = []
         self._count = 0
 
-    def add_module_step(self, module: nn.Module, select_first: bool = False) -> str:
+    def add_module_step(
+        self, module: nn.Module, select_first: bool = False, extra: tuple[int, ...] = ()
+    ) -> str:
+        """Call ``module`` on the running value, plus the model inputs numbered ``extra``."""
         name = self.fresh("op")
         self.add_module(name, module)
 
         def step(chain: nn.Module, x: Any, inputs: tuple) -> Any:
-            out = getattr(chain, name)(x)
+            out = getattr(chain, name)(x, *(inputs[i] for i in extra))
             return out[0] if select_first else out
 
         self._steps.append(step)
@@ -113,6 +118,8 @@ class _Builder:
     inputs: list[torch.Tensor]
     make_input: Callable[[str], torch.Tensor]
     qconfig: Any
+    #: Fused module class -> (its float parts, the spec's fuser method), from the spec itself.
+    fusers: dict[type, tuple[tuple[type, ...], Any]] = field(default_factory=dict)
     refs: list[OpRef] = field(default_factory=list)
 
 
@@ -122,17 +129,18 @@ def synthesize(
     qconfig: Any = None,
     input_range: tuple[float, float] | None = None,
     seed: int = 0,
+    backend_config: Any = None,
 ) -> Synthesized:
     """A minimal eval-mode model containing ``config``'s pattern.
 
     ``qconfig`` is needed only by QAT module patterns (QAT modules are built from float ones
     with a QConfig). ``input_range`` draws inputs uniformly from that range instead of a normal
     distribution: fixed-qparams ops quantize their inputs with the fixed scale too, so inputs
-    outside its range would be clipped and say nothing about the op.
+    outside its range would be clipped and say nothing about the op. ``backend_config`` lends
+    its fuser methods to build fused modules bespec has no recipe for.
     """
-    if config.pattern is None:
-        raise SkipPattern("complex-format pattern: no synthesis recipe for nested patterns")
-    ops = pattern_ops(config)
+    chain = chain_ops(config)
+    ops = [op for op, _ in chain]
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
 
@@ -146,11 +154,13 @@ def synthesize(
         return torch.randn(shape, generator=gen)
 
     layout = _layout_of(ops[0]) or "2d"
-    builder = _Builder(Chain(), [make_input(layout)], make_input, qconfig)
+    builder = _Builder(
+        Chain(), [make_input(layout)], make_input, qconfig, spec_fusers(backend_config)
+    )
     with quiet():
         sample = builder.inputs[0]
-        for op in ops:
-            sample = _add_op(builder, op, sample)
+        for op, position in chain:
+            sample = _add_op(builder, op, sample, position)
     model = builder.chain.eval()
     example_inputs = tuple(builder.inputs)
     calibration = [example_inputs] + [
@@ -190,18 +200,59 @@ def _layout_of(op: Any) -> str | None:
     return None
 
 
-def _add_op(builder: _Builder, op: Any, sample: Any) -> Any:
-    """Append ``op`` to the chain and return its output on ``sample``."""
+def chain_ops(config: BackendPatternConfig) -> list[tuple[Any, int]]:
+    """The ops of a pattern in forward order, each with the argument position the previous op's
+    output takes (``0`` but for the legacy complex format: ``(add, MatchAllNode, conv)`` adds
+    the conv's output as the *second* operand)."""
+    if config.pattern is not None:
+        return [(op, 0) for op in pattern_ops(config)]
+    chain: list[tuple[Any, int]] = []
+
+    def walk(node: Any, position: int) -> None:
+        if not isinstance(node, tuple):
+            chain.append((node, position))
+            return
+        args = node[1:]
+        inner = [i for i, arg in enumerate(args) if arg is not MatchAllNode]
+        if len(inner) > 1:
+            raise SkipPattern("complex-format pattern with more than one nested branch")
+        if inner:
+            walk(args[inner[0]], 0)
+        chain.append((node[0], inner[0] if inner else 0))
+
+    walk(config._pattern_complex_format, 0)
+    return chain
+
+
+def spec_fusers(backend_config: Any) -> dict[type, tuple[tuple[type, ...], Any]]:
+    """Fused module class -> (float module parts, fuser method), for the spec's module-only
+    fusion patterns: bespec builds custom fused modules the way the spec itself does."""
+    fusers: dict[type, tuple[tuple[type, ...], Any]] = {}
+    for config in getattr(backend_config, "configs", ()):
+        ops = pattern_ops(config) if config.pattern is not None else []
+        if config.fused_module is None or config.fuser_method is None or len(ops) < 2:
+            continue
+        if all(isinstance(op, type) and issubclass(op, nn.Module) for op in ops):
+            fusers.setdefault(config.fused_module, (tuple(ops), config.fuser_method))
+    return fusers
+
+
+def _add_op(builder: _Builder, op: Any, sample: Any, position: int = 0) -> Any:
+    """Append ``op`` to the chain and return its output on ``sample``; ``position`` is where the
+    running value goes among a binary op's operands."""
     if isinstance(op, str):
         step = _method_step(op, sample)
         builder.refs.append(OpRef("call_method", op))
     elif isinstance(op, type) and issubclass(op, nn.Module):
-        module, select_first = _module_for(op, sample, builder.qconfig)
-        name = builder.chain.add_module_step(module, select_first)
+        module, select_first = _module_for(op, sample, builder)
+        count = _extra_tensor_args(module)
+        like = _extra_input_like(module, sample) if count else sample
+        extra = tuple(_second_input(builder, like) for _ in range(count))
+        name = builder.chain.add_module_step(module, select_first, extra)
         builder.refs.append(OpRef("call_module", name))
         return _run_last(builder, sample)
     else:
-        step = _function_step(op, sample, builder)
+        step = _function_step(op, sample, builder, position)
         builder.refs.append(OpRef("call_function", op))
     builder.chain._steps.append(step)
     return _run_last(builder, sample)
@@ -223,7 +274,7 @@ def _run_last(builder: _Builder, sample: Any) -> Any:
 # --- module classes -------------------------------------------------------------------------
 
 #: Fused module class -> the float module classes it wraps, in forward order.
-_FUSED_PARTS: dict[type, tuple[type, ...]] = {
+_FUSED_PARTS: dict[type, tuple[Any, ...]] = {
     nni.ConvReLU1d: (nn.Conv1d, nn.ReLU),
     nni.ConvReLU2d: (nn.Conv2d, nn.ReLU),
     nni.ConvReLU3d: (nn.Conv3d, nn.ReLU),
@@ -239,17 +290,40 @@ _FUSED_PARTS: dict[type, tuple[type, ...]] = {
     nni.LinearTanh: (nn.Linear, nn.Tanh),
     nni.BNReLU2d: (nn.BatchNorm2d, nn.ReLU),
     nni.BNReLU3d: (nn.BatchNorm3d, nn.ReLU),
+    nni.ConvAdd2d: (nn.Conv2d, torch.add),
+    nni.ConvAddReLU2d: (nn.Conv2d, torch.add, nn.ReLU),
 }
 
 
-def _module_for(cls: type, sample: Any, qconfig: Any) -> tuple[nn.Module, bool]:
+def _extra_input_like(module: nn.Module, sample: torch.Tensor) -> torch.Tensor:
+    """What a module's further inputs look like: its first part's output for fused modules
+    (``ConvAdd2d`` adds the conv's output to its second input), else its first input."""
+    if isinstance(module, nn.Sequential) and len(module) and isinstance(module[0], nn.Module):
+        with torch.no_grad():
+            return module[0](sample)
+    return sample
+
+
+def _extra_tensor_args(module: nn.Module) -> int:
+    """How many inputs beyond the first a module's ``forward`` requires (custom 2-input ops,
+    ``nni.ConvAdd2d``)."""
+    try:
+        parameters = inspect.signature(module.forward).parameters.values()
+    except (TypeError, ValueError):
+        return 0
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    required = [p for p in parameters if p.kind in positional and p.default is p.empty]
+    return max(0, len(required) - 1)
+
+
+def _module_for(cls: type, sample: Any, builder: _Builder) -> tuple[nn.Module, bool]:
     """An eval-mode instance of ``cls`` that takes ``sample``; also whether its output is a tuple
     whose first element carries on (RNNs, LSTMCell)."""
     float_module = _float_counterpart(cls)
     if float_module is not None:
-        return _qat_module(cls, float_module, sample, qconfig), False
-    if issubclass(cls, nni._FusedModule):
-        return _fused_module(cls, sample), False
+        return _qat_module(cls, float_module, sample, builder), False
+    if cls in builder.fusers or issubclass(cls, nni._FusedModule):
+        return _fused_module(cls, sample, builder), False
     module = _float_module(cls, sample)
     select_first = isinstance(module, (nn.RNNBase, nn.LSTMCell))
     return module.eval(), select_first
@@ -270,11 +344,12 @@ def _float_counterpart(cls: type) -> type | None:
     return None
 
 
-def _qat_module(cls: type, float_cls: type, sample: Any, qconfig: Any) -> nn.Module:
+def _qat_module(cls: type, float_cls: type, sample: Any, builder: _Builder) -> nn.Module:
     """QAT modules are built the way prepare_qat builds them: ``from_float`` of a float module."""
+    qconfig = builder.qconfig
     if qconfig is None:
         raise SkipPattern(f"QAT module {cls.__name__} needs a QConfig and none was chosen")
-    float_module, _ = _module_for(float_cls, sample, None)
+    float_module, _ = _module_for(float_cls, sample, builder)
     for module in float_module.modules():  # fused modules read their parts' qconfig too
         module.qconfig = qconfig
     try:
@@ -283,17 +358,31 @@ def _qat_module(cls: type, float_cls: type, sample: Any, qconfig: Any) -> nn.Mod
         raise SkipPattern(f"cannot build QAT module {cls.__name__}: {exc}") from exc
 
 
-def _fused_module(cls: type, sample: Any) -> nn.Module:
-    parts = _FUSED_PARTS.get(cls)
+def _fused_module(cls: type, sample: Any, builder: _Builder) -> nn.Module:
+    """torch's fused modules from their parts; others through the spec's own fuser method."""
+    parts, fuser = _FUSED_PARTS.get(cls), None
+    if parts is None and cls in builder.fusers:
+        parts, fuser = builder.fusers[cls]
     if parts is None:
         raise SkipPattern(f"no recipe for the parts of fused module {cls.__name__}")
-    modules = []
+    modules: list[Any] = []
     for part in parts:
-        module = _float_module(part, sample)
+        if not isinstance(part, type):  # a function part (ConvAdd2d's add) keeps the shape
+            modules.append(part)
+            continue
+        module = _float_module(part, sample).eval()
         with torch.no_grad():
             sample = module(sample)
         modules.append(module)
-    return cls(*modules).eval()
+    if fuser is None:
+        return cls(*modules).eval()
+    try:
+        fused = fuser(False, *modules)
+    except Exception as exc:
+        raise SkipPattern(f"the spec's fuser for {cls.__name__} failed: {exc}") from exc
+    if type(fused) is not cls:
+        raise SkipPattern(f"the spec's fuser builds {type(fused).__name__}, not {cls.__name__}")
+    return fused.eval()
 
 
 def _float_module(cls: type, x: torch.Tensor) -> nn.Module:
@@ -423,13 +512,16 @@ def _method_step(name: str, sample: Any) -> Step:
 # --- functions ------------------------------------------------------------------------------
 
 
-def _function_step(fn: Any, sample: Any, builder: _Builder) -> Step:
+def _function_step(fn: Any, sample: Any, builder: _Builder, position: int = 0) -> Step:
     """A step calling ``fn``; weighted functionals get their weights as chain parameters."""
     if not isinstance(sample, torch.Tensor):
         raise SkipPattern(f"{_fn_name(fn)} follows an op without a tensor output")
     maker = _FUNCTION_RECIPES.get(fn) or _FUNCTION_RECIPES_BY_NAME.get(_fn_name(fn))
     if maker is None:
         raise SkipPattern(f"no recipe for calling {_fn_name(fn)}")
+    if position == 1 and maker in (_binary, _operator_binary):
+        index = _second_input(builder, sample)
+        return lambda chain, x, inputs: fn(inputs[index], x)
     return maker(fn, sample, builder)
 
 

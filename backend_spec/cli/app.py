@@ -331,41 +331,111 @@ def lint_command(
 def check_cli(
     spec: BackendArg,
     engine: Annotated[
-        str | None, typer.Option(help="Quantized engine (default: x86, else fbgemm, else qnnpack).")
+        str | None,
+        typer.Option(
+            help="Quantized engine (default: the backend's own, [tool.bespec.check] engine, "
+            "else x86, fbgemm or qnnpack)."
+        ),
     ] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Parallel worker processes.")] = 1,
     model: Annotated[
         list[str] | None,
-        typer.Option("--model", help="module:factory returning (model, example_inputs)."),
+        typer.Option(
+            "--model",
+            help="A zoo model, module:factory or file.py:factory returning (model, "
+            "example_inputs); repeatable (default: the whole zoo).",
+        ),
     ] = None,
     golden: Annotated[
-        Path | None, typer.Option(help="Compare with this stored result; fail on drift.")
+        Path | None, typer.Option(help="Compare with this stored result; exit 1 on drift.")
     ] = None,
     update_golden: Annotated[
-        bool, typer.Option("--update-golden", help="Write the result to --golden.")
+        bool, typer.Option("--update-golden", help="Record the result to --golden (exit 0).")
     ] = False,
     fmt: TextOrJson = "text",
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="List every case, with torch's full errors.")
+    ] = False,
     allow_import: AllowImport = None,
     flow: Annotated[
         str, typer.Option(help="fx (default), pt2e, or both: compare FX with pt2e.")
     ] = "fx",
 ) -> None:
-    """Quantize a minimal model per pattern, and the reference models, on the host CPU."""
-    from backend_spec.check import check_command
+    """Quantize a minimal model per pattern and DTypeConfig, and the zoo models, on the host CPU.
 
+    Exit status: with --golden, 0 when the run matches the golden (known failures included) and
+    1 on drift; without one, 1 when a case or model failed; --update-golden only records (0).
+    """
     if flow != "fx":
         raise typer.Exit(pt2e_check(spec, flow, model or [], fmt, allow_import))
-    code = check_command(
-        spec,
-        engine=engine,
-        jobs=jobs,
-        models=model or [],
-        golden=None if golden is None else str(golden),
-        update_golden=update_golden,
-        fmt=fmt,
-        allow_imports=allowed(allow_import),
-    )
-    raise typer.Exit(code)
+    from backend_spec.check import golden as golden_files
+    from backend_spec.check.run import run_check
+    from backend_spec.cli.render import check as render
+    from backend_spec.settings import tool_settings
+
+    if update_golden and golden is None:
+        raise fail_usage("--update-golden needs --golden FILE")
+    recorded = None
+    if golden is not None and not update_golden:
+        try:
+            recorded = golden_files.read_golden(existing(golden))
+        except ValueError as exc:
+            raise fail_usage(str(exc)) from None
+    backend_config = load_ref(spec, allow_import).backend_config
+    # The project's settings (working directory upward), never a pyproject.toml next to a spec.
+    configured = tool_settings(Path.cwd()).get("check", {})
+    engine = engine or (configured.get("engine") if isinstance(configured, dict) else None)
+    models = _check_models(model)
+    with render.progress_bar() as advance:
+        try:
+            report = run_check(
+                spec,
+                engine=engine,
+                models=models,
+                jobs=max(1, jobs),
+                progress=advance,
+                allow_imports=allowed(allow_import),
+                backend_config=backend_config,
+            )
+        except ValueError as exc:  # an engine this torch does not have
+            raise fail_usage(str(exc)) from None
+    drift = golden_files.compare_to_golden(report, recorded) if recorded is not None else None
+    if fmt == "json":
+        sys.stdout.write(render.to_json_text(report, drift, verbose=True) + "\n")
+    else:
+        render.print_text(report, drift, verbose=verbose)
+    if update_golden:
+        assert golden is not None
+        golden_files.write_golden(report, golden)
+        typer.echo(render.golden_line(report, golden, written=True), err=True)
+        raise typer.Exit(0)
+    if recorded is not None:
+        assert golden is not None
+        if not drift:
+            typer.echo(render.golden_line(report, golden, written=False), err=True)
+        raise typer.Exit(1 if drift else 0)
+    raise typer.Exit(1 if report.failed else 0)
+
+
+def _check_models(refs: list[str] | None) -> list | None:
+    """The models to quantize: zoo names as they are, ``module:factory`` / ``file.py:factory``
+    imported here, at the command line, where a reference is trusted like a script the user
+    runs; ``None`` (the whole zoo) when none are given."""
+    from backend_spec.check import zoo
+    from backend_spec.check.run import import_factory
+
+    if not refs:
+        return None
+    models: list = []
+    for ref in dict.fromkeys(refs):
+        if ref in zoo.MODELS:
+            models.append(ref)
+            continue
+        try:
+            models.append((ref, import_factory(ref)))
+        except ValueError as exc:
+            raise fail_usage(f"--model {ref}: {exc}") from None
+    return models
 
 
 def pt2e_check(
@@ -391,15 +461,24 @@ def pt2e_check(
 def explain_command(
     spec: BackendArg,
     model: Annotated[
-        str, typer.Option("--model", help="module:factory returning (model, example_inputs).")
+        str,
+        typer.Option(
+            "--model",
+            help="module:factory or file.py:factory returning (model, example_inputs).",
+        ),
     ],
     qconfig_mapping: Annotated[
         str | None,
         typer.Option(
             "--qconfig-mapping",
-            help="module:attr of a QConfigMapping (default: torch's get_default_qconfig_mapping).",
+            help="module:attr of a QConfigMapping (default: the spec's own, "
+            "backend_spec.qconfig_mapping).",
         ),
     ] = None,
+    torch_default: Annotated[
+        bool,
+        typer.Option("--torch-default", help="Use torch's get_default_qconfig_mapping() (quint8)."),
+    ] = False,
     fmt: TextOrJson = "text",
     allow_import: AllowImport = None,
     flow: Annotated[str, typer.Option(help="fx (default) or pt2e: explain ATen nodes.")] = "fx",
@@ -409,10 +488,17 @@ def explain_command(
 
     from backend_spec.analysis import explain
 
+    if torch_default and qconfig_mapping:
+        raise fail_usage("--torch-default and --qconfig-mapping exclude each other")
     compiled = load_ref(spec, allow_import)
     try:
         net, inputs = explain.model_from_factory(model)
-        mapping = explain.qconfig_mapping_from(qconfig_mapping)
+        if qconfig_mapping:
+            mapping = explain.qconfig_mapping_from(qconfig_mapping)
+        elif torch_default:
+            mapping = explain.torch_default_mapping()
+        else:
+            mapping = explain.spec_mapping(compiled.backend_config)
     except ValueError as exc:
         raise fail_usage(str(exc)) from None
     if flow == "pt2e":
@@ -426,10 +512,9 @@ def explain_command(
     if fmt == "json":
         typer.echo(json.dumps(report.to_dict(), indent=2))
     else:
-        from rich.console import Console
+        from backend_spec.cli.render.console import make_console
 
-        width = None if sys.stdout.isatty() else 160
-        explain.print_explanation(report, Console(highlight=False, width=width))
+        explain.print_explanation(report, make_console())
 
 
 # -- diff ------------------------------------------------------------------------------------

@@ -1,16 +1,28 @@
-"""Presenting a :class:`CheckReport`: a rich table, JSON, and a progress bar on stderr."""
+"""Presenting a :class:`CheckReport`: tables, the summary, JSON, and a progress bar on stderr.
+
+Text output leads with what needs attention: failing and skipped cases (every case under
+``--verbose``), short reasons (torch's full text under ``--verbose`` and in JSON), report-wide
+notes once, drift from the golden, and a summary that says how many pattern × DTypeConfig cases
+were really exercised. Tables keep to few, narrow columns so they read at 80 columns.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any
 
+from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from backend_spec.check.results import CheckReport
+from backend_spec.check.golden import known_failures
+from backend_spec.check.results import CheckReport, PatternResult
+from backend_spec.cli.render.console import make_console
 
 _STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow"}
 
@@ -23,70 +35,129 @@ def _ms(value: float | None) -> str:
     return "" if value is None else f"{value:.2f}"
 
 
-def pattern_table(report: CheckReport) -> Table:
-    table = Table(title=f"patterns of {report.backend} on {report.engine}")
-    for column in ("pattern", "status", "kind", "SQNR dB", "reason"):
+def _status(status: str) -> str:
+    return f"[{_STYLE[status]}]{status}[/]"
+
+
+def _table(title: str, *columns: str) -> Table:
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
+    for column in columns:
         table.add_column(column, overflow="fold")
-    for r in report.patterns:
-        status = f"[{_STYLE[r.status]}]{r.status}[/]"
-        table.add_row(r.pattern, status, r.kind, _db(r.sqnr_db), r.reason)
+    return table
+
+
+def _case_text(result: PatternResult) -> str:
+    mode = result.mode if result.dtype_index is None else f"{result.mode}#{result.dtype_index}"
+    return mode if result.kind in ("", "fusion") else f"{mode} {result.kind}"
+
+
+def case_table(report: CheckReport, verbose: bool = False) -> Table | None:
+    """Failing and skipped cases (all of them when ``verbose``); ``None`` when none to show."""
+    rows = [r for r in report.patterns if verbose or r.status != "pass"]
+    if not rows:
+        return None
+    title = f"cases of {escape(report.backend)} on {report.engine}"
+    table = _table(title, "pattern", "case", "status", "dB", "reason")
+    for r in rows:
+        sqnr = _db(r.sqnr_db) + ("*" if r.reference_fallback else "")
+        table.add_row(escape(r.pattern), _case_text(r), _status(r.status), sqnr, escape(r.reason))
     return table
 
 
 def model_table(report: CheckReport) -> Table:
-    table = Table(title="models")
-    for column in ("model", "status", "quantized", "SQNR dB", "fp32 ms", "int8 ms", "reason"):
-        table.add_column(column, overflow="fold")
+    table = _table("models", "model", "status", "quantized", "dB", "ms fp32/q", "reason")
     for m in report.models:
         quantized = sum(1 for kind in m.quantized.values() if kind != "fp32")
-        status = f"[{_STYLE[m.status]}]{m.status}[/]"
         # With nothing quantized the SQNR only says "float equals float": not worth showing.
-        sqnr = _db(m.sqnr_db) if quantized else ""
+        sqnr = _db(m.sqnr_db) + ("*" if m.reference_fallback else "") if quantized else ""
+        timing = f"{_ms(m.fp32_ms)}/{_ms(m.int8_ms)}" if m.int8_ms is not None else ""
         table.add_row(
-            m.name,
-            status,
+            escape(m.name),
+            _status(m.status),
             f"{quantized}/{len(m.quantized)} ops",
             sqnr,
-            _ms(m.fp32_ms),
-            _ms(m.int8_ms),
-            m.reason,
+            timing,
+            escape(m.reason),
         )
     return table
 
 
 def summary_line(report: CheckReport) -> str:
     counts = report.counts()
+    patterns = len({r.pattern for r in report.patterns})
+    model_failures = sum(m.status == "fail" for m in report.models)
     return (
-        f"{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped of "
-        f"{len(report.patterns)} patterns ({report.pass_fraction():.0%} exercised and passing); "
-        f"{sum(m.status == 'fail' for m in report.models)} of {len(report.models)} models "
+        f"{report.exercised()} of {len(report.patterns)} cases (pattern × DTypeConfig, QAT, "
+        f"fusion) of {patterns} patterns exercised: {counts['pass']} passed, {counts['fail']} "
+        f"failed, {counts['skip']} skipped; {model_failures} of {len(report.models)} models "
         f"failed; {report.seconds:.1f} s"
     )
 
 
-def print_text(report: CheckReport, console: Console | None = None, drift: list[str] = ()) -> None:
-    console = console or Console()
-    console.print(pattern_table(report))
+def golden_line(report: CheckReport, golden: str | os.PathLike[str], *, written: bool) -> str:
+    """``matches golden F (13 known failures)`` / ``wrote golden F (13 known failures)``."""
+    from backend_spec.check.golden import golden_from_report
+
+    failures = known_failures(golden_from_report(report))
+    verb = "wrote" if written else "matches"
+    return f"{verb} golden {os.fspath(golden)} ({failures} known failure{'s' * (failures != 1)})"
+
+
+def print_text(
+    report: CheckReport,
+    drift: Sequence[str] | None = None,
+    *,
+    verbose: bool = False,
+    console: Console | None = None,
+) -> None:
+    console = console or make_console()
+    table = case_table(report, verbose)
+    if table is not None:
+        console.print(table)
+    passing = report.counts()["pass"]
+    if not verbose and passing:
+        console.print(f"{passing} passing cases not listed (--verbose lists them)")
     if report.models:
         console.print(model_table(report))
-    for message in drift:
-        console.print(f"[bold red]drift:[/] {message}", highlight=False)
-    console.print(summary_line(report), highlight=False)
+    if verbose:
+        _print_details(report, console)
+    for note in report.notes:
+        console.print(f"note: {escape(note)}")
+    for message in drift or ():
+        console.print(f"[bold red]drift:[/] {escape(message)}")
+    console.print(summary_line(report))
 
 
-def to_json_text(report: CheckReport, drift: list[str] = ()) -> str:
-    document = report.to_json()
-    if drift:
+def _print_details(report: CheckReport, console: Console) -> None:
+    for key, detail in [(r.key, r.detail) for r in report.patterns] + [
+        (m.name, m.detail) for m in report.models
+    ]:
+        if detail:
+            console.print(f"[bold]{escape(key)}[/]: {escape(detail)}", soft_wrap=True)
+
+
+def to_json_text(
+    report: CheckReport, drift: Sequence[str] | None = None, *, verbose: bool = True
+) -> str:
+    """The report as JSON (with signatures and torch's full error text); ``drift`` is a list
+    when a golden was compared (empty: it matched), absent otherwise."""
+    document: dict[str, Any] = report.to_json()
+    if drift is not None:
         document["drift"] = list(drift)
+        document["matches_golden"] = not drift
+    if not verbose:
+        for entry in (*document["patterns"], *document["models"]):
+            entry.pop("signature", None)
     return json.dumps(document, indent=2, allow_nan=False)
 
 
 @contextlib.contextmanager
-def progress_bar(total: int, *, enabled: bool = True) -> Iterator:
-    """A callback advancing a progress bar on stderr; silent when stderr is not a terminal."""
+def progress_bar(*, enabled: bool = True) -> Iterator:
+    """A ``progress(label, total)`` callback advancing a bar on stderr; silent when stderr is not
+    a terminal."""
     console = Console(stderr=True)
     if not enabled or not console.is_terminal:
-        yield lambda label: None
+        yield lambda label, total: None
         return
     columns = (
         TextColumn("checking"),
@@ -96,5 +167,7 @@ def progress_bar(total: int, *, enabled: bool = True) -> Iterator:
         TextColumn("{task.description}"),
     )
     with Progress(*columns, console=console, transient=True) as progress:
-        task = progress.add_task("", total=total)
-        yield lambda label: progress.update(task, advance=1, description=label)
+        task = progress.add_task("", total=None)
+        yield lambda label, total: progress.update(
+            task, advance=1, total=total, description=escape(label)
+        )
