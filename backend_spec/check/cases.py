@@ -241,8 +241,47 @@ def _dtype_config_text(dtype_config: DTypeConfig | None) -> list[str]:
     return [f"{key}: {value}" for key, value in dtype_config_doc(dtype_config).items()]
 
 
+#: The pattern entry's own fields recorded in the ``declared`` section of a signature.
+_DECLARED_FIELDS = (
+    "observation_type",
+    "root_module",
+    "qat_module",
+    "reference_quantized_module",
+    "fused_module",
+    "fuser_method",
+    "_input_type_to_index",
+    "_root_node_getter",
+    "_extra_inputs_getter",
+)
+
+
+def declared_text(config: Any) -> list[str]:
+    """The pattern entry's fields as declared: an edit that these synthesized models cannot
+    show (a fusion pattern's observation type, once torch matches the fused module instead)
+    still drifts, naming the field."""
+    from backend_spec.names.fusers import sequential_class
+    from backend_spec.names.labels import object_label
+
+    lines = []
+    for name in _DECLARED_FIELDS:
+        value = getattr(config, name, None)
+        if value is None or value == {}:
+            continue
+        if name == "fuser_method" and sequential_class(value) is not None:
+            text = f"sequential {object_label(sequential_class(value))}"
+        elif isinstance(value, ObservationType):
+            text = value.name.lower()
+        elif isinstance(value, dict):
+            text = repr(dict(sorted(value.items())))
+        else:
+            text = object_label(value)
+        lines.append(f"{name.lstrip('_')}: {text}")
+    return lines
+
+
 def check_case(case: Case) -> PatternResult:
     """Exercise one case end to end; never raises for a pattern's own problems."""
+    case.signature["declared"] = declared_text(case.config)
     result = PatternResult(case.label, "skip", mode=case.mode, dtype_index=case.index)
     if case.mode == "fusion":
         result.kind = "fusion"
