@@ -460,11 +460,12 @@ def test_fused_module_pattern_uses_reference_conv() -> None:
     assert any("nni.ConvReLU2d([nnqr.Conv2d(" in line for line in reference)
 
 
-def test_engine_from_pyproject_and_verbose_details(tmp_path) -> None:
+def test_engine_from_pyproject_and_verbose_details(tmp_path, monkeypatch) -> None:
     other = next(e for e in ("qnnpack", "fbgemm", "onednn", "x86") if e != ENGINE)
     if other not in torch.backends.quantized.supported_engines:
         other = ENGINE
     (tmp_path / "pyproject.toml").write_text(f'[tool.bespec.check]\nengine = "{other}"\n')
+    monkeypatch.chdir(tmp_path)  # the project's settings are the working directory's
     spec = tmp_path / "small.yaml"
     spec.write_text(backend_spec.dump(small_backend(["method:sigmoid_"], "mine")))
     runner = CliRunner()
