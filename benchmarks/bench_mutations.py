@@ -47,8 +47,9 @@ def edits(doc: Doc) -> Iterator[Edit]:
         label = f"patterns[{i}] {entry.get('pattern', entry.get('pattern_complex_format'))}"
         for key, choices in _SWAPS.items():
             if key in entry or key == "observation_type":
+                default = choices[1] if key == "observation_type" else None  # torch's default
                 for choice in choices:
-                    if entry.get(key) != choice:
+                    if entry.get(key, default) != choice:  # a real edit, not the default again
                         yield f"{label}: {key} -> {choice}", _setter(i, key, choice)
         if "input_type_to_index" in entry:
             swapped = {"weight": 2, "bias": 1}
