@@ -159,8 +159,8 @@ def test_empty_backend_claims_no_pass_fraction() -> None:
 
 def test_complex_format_patterns_are_exercised() -> None:
     labels = [
-        "complex:(nn.ReLU, (torch.add, nn.Conv2d, MatchAllNode))",
-        "complex:(torch.add, MatchAllNode, nn.Conv2d)",
+        "(nn.ReLU, (torch.add, nn.Conv2d, MatchAllNode)) (complex format)",
+        "(torch.add, MatchAllNode, nn.Conv2d) (complex format)",
         "nni.ConvAdd2d",
         "nni.ConvAddReLU2d",
     ]

@@ -178,11 +178,11 @@ class Case:
 
 
 def pattern_label(config: Any) -> str:
-    """A readable pattern name with bespec's aliases (``(nn.Conv2d, nn.ReLU)``)."""
+    """A readable pattern name with bespec's aliases (``(nn.Conv2d, nn.ReLU)``; complex-format
+    patterns say so)."""
     from backend_spec.names.labels import config_label
 
-    label = config_label(config)
-    return label if config.pattern is not None else "complex:" + label
+    return config_label(config)
 
 
 def build_cases(backend_config: BackendConfig, engine: str) -> list[Case]:
