@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 from backend_spec.check.results import CheckReport
+from backend_spec.files import write_atomic
 
 GOLDEN_VERSION = 1
 
@@ -41,10 +42,7 @@ def write_golden(
 ) -> None:
     """Write ``report`` as a golden file (atomically, so CI never reads half a file)."""
     text = json.dumps(golden_from_report(report, tolerance_db), indent=2, sort_keys=True) + "\n"
-    tmp = f"{os.fspath(path)}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
+    write_atomic(path, text)
 
 
 def read_golden(path: str | os.PathLike[str]) -> dict:

@@ -34,12 +34,12 @@ def check_command(
     err = Console(stderr=True)
     problem = _misuse(fmt, golden, update_golden)
     if problem:
-        err.print(f"bespec check: {problem}", highlight=False)
+        err.print(f"bespec check: {problem}", highlight=False, markup=False)
         return 2
     try:
         model_list = resolve_models([*_zoo_names(), *(models or ())])
     except (ImportError, AttributeError, ValueError) as exc:
-        err.print(f"bespec check: bad --model: {exc}", highlight=False)
+        err.print(f"bespec check: bad --model: {exc}", highlight=False, markup=False)
         return 2
     try:
         with progress_bar(_item_count(spec_or_builtin, allow_imports, model_list)) as advance:
@@ -53,10 +53,10 @@ def check_command(
             )
     except SpecError as exc:
         for diagnostic in exc.diagnostics:
-            err.print(str(diagnostic), highlight=False, markup=False)
+            err.print(str(diagnostic), highlight=False, markup=False)  # str() escapes
         return 1
     except ValueError as exc:  # an unusable backend reference or an unsupported engine
-        err.print(f"bespec check: {exc}", highlight=False)
+        err.print(f"bespec check: {exc}", highlight=False, markup=False)
         return 2
     drift = _golden_step(report, golden, update_golden, err)
     if fmt == "json":
@@ -73,6 +73,13 @@ def _misuse(fmt: str, golden: str | None, update_golden: bool) -> str:
         return "--update-golden needs --golden FILE"
     if golden and not update_golden and not os.path.isfile(golden):
         return f"no such golden file: {golden} (create it with --update-golden)"
+    if golden and update_golden:
+        from backend_spec.files import WriteError, ensure_writable
+
+        try:
+            ensure_writable(golden)
+        except WriteError as exc:
+            return str(exc)
     return ""
 
 
@@ -99,7 +106,7 @@ def _golden_step(report, golden: str | None, update: bool, err: Console) -> list
     if not golden:
         return []
     if update:
-        golden_files.write_golden(report, golden)
-        err.print(f"wrote golden {golden}", highlight=False)
+        golden_files.write_golden(report, golden)  # path vetted by _misuse
+        err.print(f"wrote golden {golden}", highlight=False, markup=False)
         return []
     return golden_files.compare_to_golden(report, golden_files.read_golden(golden))

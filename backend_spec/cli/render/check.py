@@ -11,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from backend_spec.check.results import CheckReport
+from backend_spec.cli.render.console import escape, user_text
 
 _STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow"}
 
@@ -24,12 +25,14 @@ def _ms(value: float | None) -> str:
 
 
 def pattern_table(report: CheckReport) -> Table:
-    table = Table(title=f"patterns of {report.backend} on {report.engine}")
+    table = Table(title=user_text(f"patterns of {report.backend} on {report.engine}"))
     for column in ("pattern", "status", "kind", "SQNR dB", "reason"):
         table.add_column(column, overflow="fold")
     for r in report.patterns:
-        status = f"[{_STYLE[r.status]}]{r.status}[/]"
-        table.add_row(r.pattern, status, r.kind, _db(r.sqnr_db), r.reason)
+        status = user_text(r.status, _STYLE[r.status])
+        table.add_row(
+            user_text(r.pattern), status, user_text(r.kind), _db(r.sqnr_db), user_text(r.reason)
+        )
     return table
 
 
@@ -39,17 +42,17 @@ def model_table(report: CheckReport) -> Table:
         table.add_column(column, overflow="fold")
     for m in report.models:
         quantized = sum(1 for kind in m.quantized.values() if kind != "fp32")
-        status = f"[{_STYLE[m.status]}]{m.status}[/]"
+        status = user_text(m.status, _STYLE[m.status])
         # With nothing quantized the SQNR only says "float equals float": not worth showing.
         sqnr = _db(m.sqnr_db) if quantized else ""
         table.add_row(
-            m.name,
+            user_text(m.name),
             status,
             f"{quantized}/{len(m.quantized)} ops",
             sqnr,
             _ms(m.fp32_ms),
             _ms(m.int8_ms),
-            m.reason,
+            user_text(m.reason),
         )
     return table
 
@@ -70,7 +73,7 @@ def print_text(report: CheckReport, console: Console | None = None, drift: list[
     if report.models:
         console.print(model_table(report))
     for message in drift:
-        console.print(f"[bold red]drift:[/] {message}", highlight=False)
+        console.print(user_text("drift:", "bold red"), user_text(message), highlight=False)
     console.print(summary_line(report), highlight=False)
 
 
@@ -93,8 +96,8 @@ def progress_bar(total: int, *, enabled: bool = True) -> Iterator:
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),
     )
     with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task("", total=total)
-        yield lambda label: progress.update(task, advance=1, description=label)
+        yield lambda label: progress.update(task, advance=1, description=escape(label))
