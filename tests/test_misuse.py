@@ -160,3 +160,16 @@ def test_fuzzed_extends_paths_fail_at_the_extends_line(target: str) -> None:
     with pytest.raises(SpecError) as info:
         backend_spec.loads(f"name: x\nextends: {json.dumps(target)}\n", base_dir=ROOT / "tests")
     assert [(d.code, d.line) for d in info.value.diagnostics] == [("BS402", 2)], str(info.value)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+@pytest.mark.parametrize("command", ["compile", "fmt", "lint"])
+def test_cli_refuses_fifo_and_device_specs_without_reading(tmp_path: Path, command: str) -> None:
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    zero = tmp_path / "zero.yaml"
+    zero.symlink_to("/dev/zero")
+    for path in (fifo, zero):
+        result = CliRunner().invoke(app, [command, str(path)])
+        assert result.exit_code == 2, result.output
+        assert "not a regular file" in result.stderr

@@ -89,6 +89,8 @@ def fail_usage(message: str) -> typer.Exit:
 
 def existing(path: Path) -> Path:
     if not path.is_file():
+        if path.exists():  # stat only: a FIFO or /dev/zero is never opened here
+            raise fail_usage(f"not a regular file (a directory, device or FIFO): {path}")
         raise fail_usage(f"no such file: {path}")
     return path
 
