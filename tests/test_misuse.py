@@ -173,3 +173,18 @@ def test_cli_refuses_fifo_and_device_specs_without_reading(tmp_path: Path, comma
         result = CliRunner().invoke(app, [command, str(path)])
         assert result.exit_code == 2, result.output
         assert "not a regular file" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "where"), [("fmt_alias_bomb.yaml", ":8:"), ("deep_3000.yaml", ":2:")]
+)
+def test_fmt_refuses_what_compile_refuses_and_leaves_the_file(
+    tmp_path: Path, name: str, where: str
+) -> None:
+    spec = tmp_path / name
+    original = (ROOT / "tests" / "hostile" / name).read_bytes()
+    spec.write_bytes(original)
+    result = CliRunner().invoke(app, ["fmt", str(spec)])
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"{spec}{where}") and "Traceback" not in result.output
+    assert spec.read_bytes() == original

@@ -558,7 +558,8 @@ def fmt_command(
         try:
             outcome = format_path(existing(spec), check=check)
         except (FormatError, WriteError) as exc:
-            typer.echo(escape(f"{spec}: {exc}"), err=True)
+            found = getattr(exc, "diagnostic", None)  # file:line:col: CODE message
+            typer.echo(str(found) if found else escape(f"{spec}: {exc}"), err=True)
             failed = True
             continue
         if outcome.skipped:

@@ -40,7 +40,13 @@ TOML_NOTE = "fmt supports YAML; TOML files are left as they are"
 
 
 class FormatError(Exception):
-    """The file cannot be formatted (not YAML we can read, or formatting would change it)."""
+    """The file cannot be formatted (not YAML we can read, or formatting would change it).
+
+    ``diagnostic`` is set when the loader's reader refused the text (a limit, a tag...)."""
+
+    def __init__(self, message: str, diagnostic: Any = None):
+        super().__init__(message)
+        self.diagnostic = diagnostic
 
 
 @dataclass(frozen=True)
@@ -127,7 +133,7 @@ def format_text(text: str, file: str = "<string>") -> str:
         parse(text, file, "yaml")
     except SpecError as error:
         first = error.diagnostics[0]
-        raise FormatError(f"line {first.line}: {first.code} {first.message}") from None
+        raise FormatError(f"line {first.line}: {first.code} {first.message}", first) from None
     yaml = _yaml()
     try:
         data = yaml.load(text)
@@ -172,7 +178,7 @@ def format_path(path: Path, check: bool = False) -> Outcome:
         text = decode(read_spec_bytes(path), str(path))
     except SpecError as error:
         first = error.diagnostics[0]
-        raise FormatError(f"line {first.line}: {first.code} {first.message}") from None
+        raise FormatError(f"line {first.line}: {first.code} {first.message}", first) from None
     result = format_text(text, str(path))
     changed = result != text
     if changed and not check:
