@@ -250,14 +250,13 @@ class Resolver:
             return module, rest, shown
         for end in range(len(rest) - 1, 0, -1):
             dotted = ".".join([module.__name__, *rest[:end]])
-            found = sys.modules.get(dotted)
-            if found is None and self._may_import(dotted):
-                try:
-                    found = importlib.import_module(dotted)
-                except ImportError:
-                    found = None
-            if isinstance(found, ModuleType) and self._inside_roots(found.__name__):
-                return found, rest[end:], ".".join([shown, *rest[:end]])
+            if not self._walkable(dotted):  # the same answer whatever was imported before
+                continue
+            try:
+                found = importlib.import_module(dotted)
+            except ImportError:
+                continue
+            return found, rest[end:], ".".join([shown, *rest[:end]])
         return module, rest, shown
 
     def _bare(self, name: str) -> Any:
