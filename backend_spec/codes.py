@@ -111,6 +111,13 @@ DUPLICATE_KEY = _register(
     "the same key appears twice in one mapping",
     "remove one of them; YAML and TOML keep only one",
 )
+TOO_MANY_PROBLEMS = _register(
+    "BS108",
+    "too-many-problems",
+    E,
+    "more problems than bespec reports at once; the rest are counted, not listed",
+    "fix the ones shown and run again",
+)
 
 # -- 2xx: the schema --------------------------------------------------------------------------
 NOT_A_MAPPING = _register(
@@ -231,6 +238,14 @@ FACTORY_REFUSED = _register(
     "a {call: ...} fuser or getter names a factory bespec will not call, or the call failed",
     "factories must be functions of torch's fuser_method_mappings or backend_config, or of an "
     "allowed module",
+)
+UNTRUSTED = _register(
+    "BS306",
+    "untrusted-object",
+    E,
+    "a callable or module field names an object outside what the trust model lets torch run",
+    "use torch's fusers and getters, {sequential: X}, torch.nn / torch.ao.nn classes, or add "
+    "the module to allow_imports (docs/security.md)",
 )
 
 # -- 4xx: references between entries and files ------------------------------------------------

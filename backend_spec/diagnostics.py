@@ -6,8 +6,79 @@ through :class:`Diagnostic` so that the CLI reporters and :class:`SpecError` tre
 
 from __future__ import annotations
 
+import difflib
+import re
 from dataclasses import dataclass, field
 from enum import Enum
+from itertools import islice
+from typing import Any
+
+# C0 and C1 controls, DEL, soft hyphen, line/paragraph separators, zero-width and bidi marks,
+# embeddings, overrides and isolates, the BOM and interlinear annotations: anything that moves
+# the cursor, forges a new line, or makes text read differently from what it is.
+_UNSAFE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069"
+    "\ufeff\ufff9-\ufffb]"
+)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def escape(text: object) -> str:
+    """``text`` with every control or invisible formatting character as a visible escape
+    (``\\x1b``, ``\\u202e``): safe to print, and a ``\\n`` in a name cannot forge a line."""
+    return _UNSAFE.sub(_escaped, str(text))
+
+
+#: At most this many diagnostics per spec: past it, one more says how many were left out. A
+#: hostile file with 400,000 errors must not cost a gigabyte to report.
+MAX_DIAGNOSTICS = 200
+
+
+def capped(diagnostics: list[Diagnostic], total: int | None = None) -> list[Diagnostic]:
+    """The first MAX_DIAGNOSTICS diagnostics, plus a note of how many more (``total`` when the
+    caller knows more were found than it built)."""
+    total = len(diagnostics) if total is None else total
+    if total <= MAX_DIAGNOSTICS:
+        return diagnostics
+    from backend_spec import codes
+
+    kept = diagnostics[:MAX_DIAGNOSTICS]
+    last = kept[-1]
+    note = Diagnostic(
+        last.file,
+        last.line,
+        last.column,
+        codes.TOO_MANY_PROBLEMS,
+        f"{total - MAX_DIAGNOSTICS} more problem(s) not shown (limit {MAX_DIAGNOSTICS})",
+        "fix these first",
+    )
+    return [*kept, note]
+
+
+#: "Did you mean" stays linear: at most this many suggestions per load (the rest of the unknown
+#: names get none), each compared with at most MAX_CANDIDATES names of a similar length.
+MAX_SUGGESTIONS = 50
+MAX_CANDIDATES = 2000
+_MAX_WORD = 200
+
+
+def close_matches(word: str, candidates: Any, n: int = 3, cutoff: float = 0.6) -> list[str]:
+    """difflib's close matches of ``word``, among a bounded pool of similar-length names."""
+    if len(word) > _MAX_WORD:
+        return []
+    slack = max(3, len(word) // 3)
+    similar = (c for c in candidates if isinstance(c, str) and abs(len(c) - len(word)) <= slack)
+    return difflib.get_close_matches(word, list(islice(similar, MAX_CANDIDATES)), n, cutoff)
+
+
+def escape_lines(text: str) -> str:
+    """A multi-line report for a terminal: each line escaped as :func:`escape` does, the
+    ``\n`` between lines kept."""
+    return "\n".join(escape(line) for line in text.split("\n"))
 
 
 class Severity(str, Enum):
@@ -51,7 +122,7 @@ class Diagnostic:
         text = f"{self.location()}: {self.code} {self.message}"
         if self.hint:
             text += f" (hint: {self.hint})"
-        return text
+        return escape(text)  # user text never prints raw
 
 
 def format_key_path(path: tuple[str | int, ...]) -> str:
@@ -72,5 +143,7 @@ class SpecError(Exception):
 
     def __init__(self, diagnostics: list[Diagnostic]):
         unique = dict.fromkeys(diagnostics)
-        self.diagnostics = sorted(unique, key=lambda d: (d.file, d.line, d.column))
+        ordered = sorted(unique, key=lambda d: (d.file, d.line, d.column))
+        # A list capped upstream holds MAX_DIAGNOSTICS + 1 (its note): not capped twice.
+        self.diagnostics = capped(ordered) if len(ordered) > MAX_DIAGNOSTICS + 1 else ordered
         super().__init__("\n".join(str(d) for d in self.diagnostics))

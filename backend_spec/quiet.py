@@ -8,6 +8,8 @@ imports nothing heavy, so the CLI can silence them before torch loads.
 from __future__ import annotations
 
 import contextlib
+import re
+import threading
 import warnings
 from collections.abc import Iterator
 
@@ -27,12 +29,48 @@ def _install_filters() -> None:
     warnings.filterwarnings("ignore", category=FutureWarning)
 
 
+# ``warnings.catch_warnings`` saves and restores the process-wide filter list, so two threads
+# that overlap restore each other's copies and can leave ``ignore`` filters behind. Instead the
+# first thread in adds bespec's filters (as distinct objects) and the last one out removes
+# exactly those, under a lock; filters the caller adds meanwhile are kept.
+_LOCK = threading.Lock()
+_active: list[tuple] = []
+_depth = 0
+
+
+def _quiet_filters() -> list[tuple]:
+    items = [("ignore", re.compile(p, re.I), Warning, None, 0) for p in _NOISE]
+    items += [("ignore", None, DeprecationWarning, None, 0)]
+    return items + [("ignore", None, FutureWarning, None, 0)]
+
+
+def _mutated() -> None:
+    mutated = getattr(warnings, "_filters_mutated", None)
+    if mutated is not None:
+        mutated()
+
+
 @contextlib.contextmanager
 def quiet() -> Iterator[None]:
-    """Silence torch's quantization deprecation warnings inside the block."""
-    with warnings.catch_warnings():
-        _install_filters()
+    """Silence torch's quantization deprecation warnings inside the block (thread-safe; the
+    caller's ``warnings.filters`` are as before once every thread has left)."""
+    global _depth
+    with _LOCK:
+        if _depth == 0:
+            _active[:] = _quiet_filters()
+            warnings.filters[:0] = _active
+            _mutated()
+        _depth += 1
+    try:
         yield
+    finally:
+        with _LOCK:
+            _depth -= 1
+            if _depth == 0:
+                ours = {id(item) for item in _active}
+                warnings.filters[:] = [f for f in warnings.filters if id(f) not in ours]
+                _active.clear()
+                _mutated()
 
 
 def silence_globally() -> None:

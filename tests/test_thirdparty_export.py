@@ -174,7 +174,7 @@ def test_factories_outside_the_allowed_roots_are_never_called() -> None:
         "    fuser_method: {call: %s, args: [nni.LinearReLU]}\n"
     )
     for factory, code in (
-        ("torch.save", "BS305"),  # inside torch, but not a quantization factory
+        ("torch.save", "BS306"),  # inside torch, but untrusted: not a fuser-module function
         ("torch.nn.Linear", "BS303"),  # a class is not a factory function
         ("thirdparty_configs.coreml_like.get_fuser_method", "BS302"),  # not allowed
     ):

@@ -508,10 +508,11 @@ _STYLES = {
 
 def print_explanation(report: Explanation, console: Any) -> None:
     """A rich table of the nodes, then the spec's patterns that matched nothing."""
-    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=f"backend {escape(report.backend)}", title_justify="left")
+    from backend_spec.cli.render.console import user_text
+
+    table = Table(title=user_text(f"backend {report.backend}"), title_justify="left")
     for column in ("node", "op", "pattern", "outcome", "why"):
         table.add_column(column, overflow="fold")
     for node in report.nodes:
@@ -520,17 +521,17 @@ def print_explanation(report: Explanation, console: Any) -> None:
         if node.fused_from:
             pattern = f"{pattern} (fused from {node.fused_from})".strip()
         table.add_row(
-            escape(node.node),
-            escape(node.op),
-            escape(pattern),
-            f"[{style}]{node.outcome}[/]",
-            escape("\n".join(node.reasons)),
+            user_text(node.node),
+            user_text(node.op),
+            user_text(pattern),
+            user_text(node.outcome, style),
+            user_text("\n").join(user_text(reason) for reason in node.reasons),
         )
     console.print(table)
     if report.unmatched_patterns:
         console.print("[bold]Patterns of the spec that matched nothing:[/]")
         for label in report.unmatched_patterns:
-            console.print(f"  {escape(label)}")
+            console.print(user_text(f"  {label}"))
     if report.unmatched_inherited:
         console.print(f"({report.unmatched_inherited} inherited patterns matched nothing)")
     skipped = sum(1 for n in report.nodes if n.outcome == "skipped")

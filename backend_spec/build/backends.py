@@ -27,14 +27,17 @@ from backend_spec.names.vocabulary import BUILTIN_BACKENDS
 __all__ = ["load_backend", "load_compiled"]
 
 
-def load_compiled(ref: str, allow_imports: Iterable[str] = ()) -> Compiled:
+def load_compiled(
+    ref: str, allow_imports: Iterable[str] = (), *, allow_extends_outside: bool = False
+) -> Compiled:
     """The compiled backend ``ref`` names, with the origin of each pattern.
 
-    ``allow_imports`` is the allow-list of a spec file. Raises ``SpecError`` for a spec with
-    problems and ``ValueError`` (one line) for a reference that names no BackendConfig.
+    ``allow_imports`` is the allow-list of a spec file (and ``allow_extends_outside`` lifts its
+    ``extends`` confinement). Raises ``SpecError`` for a spec with problems and ``ValueError``
+    (one line) for a reference that names no BackendConfig.
     """
     if Path(ref).is_file():
-        return compile_file(ref, allow_imports)
+        return compile_file(ref, allow_imports, allow_extends_outside=allow_extends_outside)
     if ref in BUILTIN_BACKENDS:
         return builtin_compiled(ref)
     if split_ref(ref) is not None:

@@ -8,7 +8,6 @@ user sees all of them at once. ``extends`` and ``remove`` are applied by the loa
 
 from __future__ import annotations
 
-import difflib
 import inspect
 from dataclasses import dataclass, field
 from typing import Any
@@ -121,8 +120,7 @@ class Compiler:
             if model is None and self.spec.set_aside(("dtype_configs", name)):
                 return None  # it failed validation, which is reported already
             if model is None:
-                known = list(self.spec.dtype_configs)
-                match = difflib.get_close_matches(name, known, n=1)
+                match = self.resolver.suggest_names(name, self.spec.dtype_configs)
                 hint = (
                     f"did you mean '{match[0]}'?"
                     if match
@@ -154,7 +152,7 @@ class Compiler:
             return self.name(path, value, Kind.FUNCTION)
         form = value.form
         if form in CLASS_FORMS:
-            cls = self.name((*path, form), getattr(value, form), Kind.MODULE)
+            cls = self.name((*path, form), getattr(value, form), Kind.FUSED_MODULE)
             if cls is None:
                 return None
             if form == "sequential":

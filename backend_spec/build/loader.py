@@ -1,7 +1,14 @@
 """The load pipeline: bytes -> text -> data with positions -> model -> BackendConfig.
 
 Also where ``extends`` and ``remove`` are applied, since a base may itself be a spec file.
-Every problem, at any stage, ends in :class:`SpecError`; nothing else escapes.
+Every problem in a spec, at any stage, ends in :class:`SpecError`; nothing else escapes.
+Misuse of the API (``loads(None)``, ``loads(b"...")``, ``load(None)``, a string as
+``allow_imports``) raises ``TypeError``.
+
+``extends`` is confined (docs/security.md): a base file must lie inside the directory tree of
+the top spec (for ``loads``, of ``base_dir``), symlinks resolved, unless
+``allow_extends_outside`` is set; a base's problems are summarised by code and place, never
+quoted, so a spec cannot make bespec print another file's contents.
 """
 
 from __future__ import annotations
@@ -19,15 +26,35 @@ from backend_spec.diagnostics import Diagnostic, SpecError
 from backend_spec.names.resolver import Resolver
 from backend_spec.names.vocabulary import BUILTIN_BACKENDS, builtin_backend_config
 from backend_spec.spec.models import SpecModel
-from backend_spec.spec.source import SourceDoc, decode, format_for, parse
+from backend_spec.spec.source import SourceDoc, decode, format_for, parse, read_spec_bytes
 from backend_spec.spec.validate import validate
 
 MAX_EXTENDS_DEPTH = 16
+#: Longest ``extends`` path accepted (PATH_MAX); longer ones are refused before any lookup.
+MAX_EXTENDS_CHARS = 4096
 
 
-def load(path: str | os.PathLike[str], allow_imports: Iterable[str] | None = None) -> Any:
-    """Load a spec file (``.yaml``/``.yml``/``.toml``) and return a torch ``BackendConfig``."""
-    return compile_file(path, allow_imports).backend_config
+@dataclass(frozen=True)
+class _Scope:
+    """What one load may read: ``root`` confines base files (None: anywhere)."""
+
+    resolver: Resolver
+    root: Path | None
+
+
+def load(
+    path: str | os.PathLike[str],
+    allow_imports: Iterable[str] | None = None,
+    *,
+    allow_extends_outside: bool = False,
+) -> Any:
+    """Load a spec file (``.yaml``/``.yml``/``.toml``) and return a torch ``BackendConfig``.
+
+    A base named by ``extends`` must lie inside the spec's folder tree unless
+    ``allow_extends_outside`` is true.
+    """
+    compiled = compile_file(path, allow_imports, allow_extends_outside=allow_extends_outside)
+    return compiled.backend_config
 
 
 def loads(
@@ -37,26 +64,36 @@ def loads(
     *,
     file: str = "<string>",
     base_dir: str | os.PathLike[str] | None = None,
+    allow_extends_outside: bool = False,
 ) -> Any:
     """Load spec text of the given format (``"yaml"`` or ``"toml"``) into a BackendConfig.
 
-    ``base_dir`` anchors a relative ``extends`` path (default: the current directory).
+    ``base_dir`` anchors a relative ``extends`` path and confines base files (default: the
+    current directory), unless ``allow_extends_outside``.
     """
-    resolver = Resolver(tuple(allow_imports or ()))
+    if not isinstance(text, str):
+        hint = " (decode bytes first, or use load() for a file)" if isinstance(text, bytes) else ""
+        raise TypeError(f"loads() needs the spec text as str, not {type(text).__name__}{hint}")
     fmt = format_for(file, format)
+    anchor = Path(base_dir if base_dir is not None else ".")
+    scope = _scope(allow_imports, anchor, allow_extends_outside)
     with _torch.quiet():
-        return guarded(
-            lambda: _compile_text(text, file, fmt, resolver, Path(base_dir or "."), ())
-        ).backend_config
+        run = lambda: _compile_text(text, file, fmt, scope, anchor, ())  # noqa: E731
+        return guarded(run, file).backend_config
 
 
 def compile_file(
-    path: str | os.PathLike[str], allow_imports: Iterable[str] | None = None
+    path: str | os.PathLike[str],
+    allow_imports: Iterable[str] | None = None,
+    *,
+    allow_extends_outside: bool = False,
 ) -> Compiled:
     """Compile a spec file, keeping where each pattern came from (for ``bespec show``)."""
-    resolver = Resolver(tuple(allow_imports or ()))
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"load() needs a file path (str or Path), not {type(path).__name__}")
+    scope = _scope(allow_imports, Path(path).parent, allow_extends_outside)
     with _torch.quiet():
-        return guarded(lambda: _compile_path(Path(path), resolver, ()))
+        return guarded(lambda: _compile_path(Path(path), scope, ()), os.fspath(path))
 
 
 def builtin_compiled(name: str) -> Compiled:
@@ -66,7 +103,14 @@ def builtin_compiled(name: str) -> Compiled:
     return Compiled(config, {pattern_key(c): origin for c in config.configs})
 
 
-def guarded(build: Any) -> Any:
+def _scope(allow_imports: Iterable[str] | None, anchor: Path, outside: bool) -> _Scope:
+    if isinstance(allow_imports, (str, bytes)):
+        raise TypeError("allow_imports needs a list of module names, not a single string")
+    root = None if outside else Path(os.path.realpath(anchor))
+    return _Scope(Resolver(tuple(allow_imports or ())), root)
+
+
+def guarded(build: Any, file: str = "<spec>") -> Any:
     """Run a build; any failure that is not already a SpecError becomes one, never a traceback.
 
     The cyclic garbage collector is paused meanwhile: a load allocates many small objects that
@@ -79,14 +123,14 @@ def guarded(build: Any) -> Any:
     except SpecError:
         raise
     except RecursionError:
-        raise SpecError([Diagnostic("<spec>", 0, 0, codes.TOO_DEEP, "nesting too deep")]) from None
+        raise SpecError([Diagnostic(file, 1, 1, codes.TOO_DEEP, "nesting too deep")]) from None
     except Exception as exc:  # a bug or a torch error on strange input: still a SpecError
         raise SpecError(
             [
                 Diagnostic(
-                    "<spec>",
-                    0,
-                    0,
+                    file,
+                    1,
+                    1,
                     codes.INTERNAL,
                     f"internal error while loading: {type(exc).__name__}: {exc}",
                     "please report this with the spec that caused it",
@@ -107,33 +151,27 @@ def read_source(path: Path, fmt: str | None = None) -> SourceDoc:
         raise SpecError(
             [Diagnostic(file, 0, 0, codes.UNREADABLE, str(exc), "use .yaml, .yml or .toml")]
         ) from None
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise SpecError(
-            [Diagnostic(file, 0, 0, codes.UNREADABLE, f"cannot read: {exc.strerror or exc}")]
-        ) from None
-    return parse(decode(raw, file), file, fmt, recover=True)
+    return parse(decode(read_spec_bytes(path), file), file, fmt, recover=True)
 
 
-def _compile_path(path: Path, resolver: Resolver, chain: tuple[Path, ...]) -> Compiled:
+def _compile_path(path: Path, scope: _Scope, chain: tuple[Path, ...]) -> Compiled:
     doc = read_source(path)
-    return _compile_doc(doc, resolver, path.parent, (*chain, path.resolve()))
+    return _compile_doc(doc, scope, path.parent, (*chain, Path(os.path.realpath(path))))
 
 
 def _compile_text(
-    text: str, file: str, fmt: str, resolver: Resolver, base_dir: Path, chain: tuple[Path, ...]
+    text: str, file: str, fmt: str, scope: _Scope, base_dir: Path, chain: tuple[Path, ...]
 ) -> Compiled:
-    return _compile_doc(parse(text, file, fmt, recover=True), resolver, base_dir, chain)
+    return _compile_doc(parse(text, file, fmt, recover=True), scope, base_dir, chain)
 
 
 def _compile_doc(
-    doc: SourceDoc, resolver: Resolver, base_dir: Path, chain: tuple[Path, ...]
+    doc: SourceDoc, scope: _Scope, base_dir: Path, chain: tuple[Path, ...]
 ) -> Compiled:
-    built = build(doc, resolver, base_dir, chain)
+    built = build(doc, scope.resolver, base_dir, chain, root=scope.root)
     problems = built.diagnostics
     if built.spec is not None:
-        problems = [*problems, *meaning_errors(built, resolver)]
+        problems = [*problems, *meaning_errors(built, scope.resolver)]
     if problems:
         raise SpecError(problems)
     assert built.compiled is not None
@@ -151,10 +189,19 @@ class Built:
 
 
 def build(
-    doc: SourceDoc, resolver: Resolver, base_dir: Path, chain: tuple[Path, ...] = ()
+    doc: SourceDoc,
+    resolver: Resolver,
+    base_dir: Path,
+    chain: tuple[Path, ...] = (),
+    *,
+    root: Path | None | str = "base_dir",
 ) -> Built:
     """Validate (with recovery) and compile a parsed spec, collecting schema, name, reference
-    and ``extends`` errors of the whole file; ``compiled`` is None when there is any."""
+    and ``extends`` errors of the whole file; ``compiled`` is None when there is any.
+
+    ``root`` confines ``extends`` files: by default ``base_dir``'s tree; None lifts it."""
+    if isinstance(root, str):
+        root = Path(os.path.realpath(base_dir))
     spec, problems = validate(doc)
     problems[:0] = doc.diagnostics  # duplicate keys, found while parsing
     if spec is None:
@@ -162,7 +209,7 @@ def build(
     compiler = Compiler(doc, spec, resolver)
     entries = compiler.compile_patterns()
     removals = compiler.removal_keys()
-    base = _base(doc, spec, resolver, base_dir, chain, compiler.diagnostics)
+    base = _base(doc, spec, _Scope(resolver, root), base_dir, chain, compiler.diagnostics)
     if "remove" in spec.model_fields_set and not spec.extends and not spec.set_aside(("extends",)):
         compiler.problem(
             ("remove",),
@@ -224,7 +271,7 @@ def _remove(
 def _base(
     doc: SourceDoc,
     spec: SpecModel,
-    resolver: Resolver,
+    scope: _Scope,
     base_dir: Path,
     chain: tuple[Path, ...],
     out: list[Diagnostic],
@@ -235,7 +282,10 @@ def _base(
     where = ("extends",)
     if spec.extends in BUILTIN_BACKENDS:
         return builtin_compiled(spec.extends)
-    path = (base_dir / spec.extends).resolve()
+    path, problem = _base_path(spec.extends, base_dir, scope.root)
+    if path is None:
+        out.append(doc.diagnostic(where, codes.BAD_EXTENDS, problem, _EXTENDS_HINT))
+        return None
     if path in chain:
         cycle = " -> ".join(p.name for p in (*chain, path))
         out.append(doc.diagnostic(where, codes.BAD_EXTENDS, f"'extends' makes a cycle: {cycle}"))
@@ -247,20 +297,46 @@ def _base(
             )
         )
         return None
-    if not path.is_file():
-        builtins = ", ".join(BUILTIN_BACKENDS)
-        out.append(
-            doc.diagnostic(
-                where,
-                codes.BAD_EXTENDS,
-                f"base '{spec.extends}' is neither a built-in backend nor a file",
-                f"built-ins: {builtins}; a path is relative to this spec file",
-            )
-        )
-        return None
     try:
-        return _compile_path(path, resolver, chain)
+        return _compile_path(path, scope, chain)
     except SpecError as exc:
-        out.extend(exc.diagnostics)
-        out.append(doc.diagnostic(where, codes.BAD_EXTENDS, f"base '{spec.extends}' has errors"))
+        out.append(doc.diagnostic(where, codes.BAD_EXTENDS, _base_errors(exc.diagnostics)))
         return None
+
+
+_EXTENDS_HINT = (
+    f"name a built-in ({', '.join(BUILTIN_BACKENDS)}) or a spec file inside this spec's folder "
+    "(relative to it); --allow-extends-outside / allow_extends_outside lifts the confinement"
+)
+
+
+def _base_path(extends: str, base_dir: Path, root: Path | None) -> tuple[Path | None, str]:
+    """The resolved base file, or None and why it cannot be used. Messages quote only the
+    ``extends`` value of this spec, never anything read from elsewhere."""
+    shown = repr(extends) if len(extends) <= 200 else f"{extends[:200]!r}..."
+    if "\0" in extends:
+        return None, f"base {shown} contains a NUL character"
+    if len(extends) > MAX_EXTENDS_CHARS:
+        return (
+            None,
+            f"base path is {len(extends)} characters long; the limit is {MAX_EXTENDS_CHARS}",
+        )
+    try:
+        path = Path(os.path.realpath(base_dir / extends, strict=True))
+    except FileNotFoundError:
+        return None, f"base {shown} is neither a built-in backend nor an existing file"
+    except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a name too long
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "cannot be resolved"
+        return None, f"base {shown}: {reason}"
+    if root is not None and root not in (path, *path.parents):
+        return None, f"base {shown} lies outside this spec's folder ({root})"
+    if not path.is_file():
+        return None, f"base {shown} is not a regular file"
+    return path, ""
+
+
+def _base_errors(diagnostics: list[Diagnostic]) -> str:
+    """A base's problems by place and code only: their messages may quote the other file."""
+    places = ", ".join(f"{d.file}:{d.line}:{d.column} {d.code}" for d in diagnostics[:3])
+    more = f" and {len(diagnostics) - 3} more" if len(diagnostics) > 3 else ""
+    return f"the base has {len(diagnostics)} problem(s) ({places}{more}); run bespec on it"

@@ -9,9 +9,13 @@ one intra-op thread each, so N workers do not oversubscribe the cores.
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import multiprocessing
 import os
-from collections.abc import Callable, Iterable
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
@@ -59,8 +63,51 @@ def _check_index(index: int) -> tuple[int, PatternResult]:
 
 
 def _context() -> multiprocessing.context.BaseContext:
-    methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    return multiprocessing.get_context("spawn")
+
+
+_LAUNCH_LOCK = threading.Lock()
+
+
+def worker_path(allow_imports: Iterable[str] = ()) -> list[str]:
+    """The import path of a worker: this process's, minus the current directory, plus (last)
+    the folders bespec and the allowed modules were found in."""
+    cwd = os.getcwd()
+    path = [p for p in sys.path if p and os.path.abspath(p) != cwd]
+    import backend_spec
+
+    needed = [_folder_of(backend_spec.__spec__)]
+    for module in allow_imports:
+        try:
+            needed.append(_folder_of(importlib.util.find_spec(module.split(".")[0])))
+        except (ImportError, ValueError):
+            continue  # the worker reports it when it loads the spec
+    return path + [p for p in dict.fromkeys(needed) if p and p not in path]
+
+
+def _folder_of(spec: Any) -> str:
+    """The folder to put on the path to import a top-level module (its package's parent)."""
+    if spec is None or not spec.origin:
+        return ""
+    folder = os.path.dirname(spec.origin)
+    return os.path.dirname(folder) if spec.submodule_search_locations else folder
+
+
+@contextlib.contextmanager
+def _isolated_launch(allow_imports: Iterable[str]) -> Iterator[None]:
+    """While workers start: ``PYTHONSAFEPATH=1`` and the worker path (both restored after)."""
+    with _LAUNCH_LOCK:
+        saved_path, saved_safe = sys.path[:], os.environ.get("PYTHONSAFEPATH")
+        sys.path[:] = worker_path(allow_imports)
+        os.environ["PYTHONSAFEPATH"] = "1"
+        try:
+            yield
+        finally:
+            sys.path[:] = saved_path
+            if saved_safe is None:
+                os.environ.pop("PYTHONSAFEPATH", None)
+            else:
+                os.environ["PYTHONSAFEPATH"] = saved_safe
 
 
 def check_cases(
@@ -72,13 +119,20 @@ def check_cases(
 ) -> list[PatternResult]:
     """Results of all ``count`` cases, in case order, computed by ``jobs`` workers."""
     results: list[PatternResult | None] = [None] * count
-    with ProcessPoolExecutor(
-        max_workers=jobs,
-        mp_context=_context(),
-        initializer=_init_worker,
-        initargs=(source, engine),
-    ) as pool:
+    with contextlib.ExitStack() as stack:
+        launching = stack.enter_context(contextlib.ExitStack())
+        # Helper processes start in the constructor, workers during submit: both isolated.
+        launching.enter_context(_isolated_launch(source.allow_imports))
+        pool = stack.enter_context(
+            ProcessPoolExecutor(
+                max_workers=jobs,
+                mp_context=_context(),
+                initializer=_init_worker,
+                initargs=(source, engine),
+            )
+        )
         futures = [pool.submit(_check_index, i) for i in range(count)]
+        launching.close()
         for future in as_completed(futures):
             index, result = future.result()
             results[index] = result

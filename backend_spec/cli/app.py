@@ -22,11 +22,31 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
+
+def _module_names(values: list[str] | None) -> list[str] | None:
+    """``--allow-import`` values must be dotted module names: anything else is misuse (exit 2)."""
+    from backend_spec.names.resolver import check_module_names
+
+    try:
+        check_module_names(values or ())
+    except ValueError as exc:
+        raise fail_usage(f"--allow-import: {exc}") from None
+    return values
+
+
 AllowImport = Annotated[
     list[str] | None,
     typer.Option(
         "--allow-import",
         help="A module (with submodules) whose names the spec may use; repeatable.",
+        callback=_module_names,
+    ),
+]
+AllowExtendsOutside = Annotated[
+    bool,
+    typer.Option(
+        "--allow-extends-outside",
+        help="Let 'extends' read spec files outside the spec's folder (docs/security.md).",
     ),
 ]
 SpecArg = Annotated[Path, typer.Argument(help="A spec file (.yaml, .yml or .toml).")]
@@ -50,26 +70,58 @@ TextOrJson = Annotated[str, format_option("text", "json", help="text or json.")]
 
 
 def write_output(text: str, output: Path | None) -> None:
-    """A command's document: to ``output`` (atomically, "wrote" on stderr) or to stdout."""
+    """A command's document: to ``output`` (safely, "wrote" on stderr) or to stdout, where
+    user text is escaped line by line."""
     if output is None:
-        sys.stdout.write(text)
+        sys.stdout.write(_terminal_safe(text))
         return
-    from backend_spec.files import write_atomic
-
-    write_atomic(output, text)
+    write_file(output, text)
     typer.echo(f"wrote {output}", err=True)
 
 
 def fail_usage(message: str) -> typer.Exit:
-    """Report misuse of a command (exit 2)."""
-    typer.echo(f"bespec: error: {message}", err=True)
+    """Report misuse of a command (exit 2) on one line, user text escaped."""
+    from backend_spec.cli.render.console import escape
+
+    typer.echo(f"bespec: error: {escape(message)}", err=True)
     return typer.Exit(2)
 
 
 def existing(path: Path) -> Path:
     if not path.is_file():
+        if path.exists():  # stat only: a FIFO or /dev/zero is never opened here
+            raise fail_usage(f"not a regular file (a directory, device or FIFO): {path}")
         raise fail_usage(f"no such file: {path}")
     return path
+
+
+def write_file(path: Path, text: str) -> None:
+    """Write a command's output file safely (backend_spec.files); a refused path is misuse."""
+    from backend_spec.files import WriteError, write_atomic
+
+    try:
+        write_atomic(path, text)
+    except WriteError as exc:
+        raise fail_usage(str(exc)) from None
+
+
+def check_output_path(path: Path | None) -> None:
+    """Refuse an unwritable output path before any work is done (exit 2)."""
+    from backend_spec.files import WriteError, ensure_writable
+
+    if path is None:
+        return
+    try:
+        ensure_writable(path)
+    except WriteError as exc:
+        raise fail_usage(str(exc)) from None
+
+
+def _terminal_safe(text: str) -> str:
+    """Text bound for stdout with user text escaped, line by line (files are written as is)."""
+    from backend_spec.diagnostics import escape_lines
+
+    return escape_lines(text)
 
 
 def report_errors(error: SpecError, grouped: bool = False) -> typer.Exit:
@@ -93,7 +145,13 @@ def allowed(allow_import: list[str] | None) -> list[str]:
     return project_allow_imports(allow_import)
 
 
-def load_ref(ref: str, allow_import: list[str] | None, spec_errors_exit: int = 1):
+def load_ref(
+    ref: str,
+    allow_import: list[str] | None,
+    spec_errors_exit: int = 1,
+    *,
+    extends_outside: bool = False,
+):
     """The compiled backend an argument names (spec file, built-in or module:attr).
 
     A reference that names nothing usable exits 2 with one line; a spec's problems are
@@ -102,7 +160,7 @@ def load_ref(ref: str, allow_import: list[str] | None, spec_errors_exit: int = 1
     from backend_spec.build.backends import load_compiled
 
     try:
-        return load_compiled(ref, allowed(allow_import))
+        return load_compiled(ref, allowed(allow_import), allow_extends_outside=extends_outside)
     except ValueError as exc:
         raise fail_usage(str(exc)) from None
     except SpecError as error:
@@ -110,7 +168,7 @@ def load_ref(ref: str, allow_import: list[str] | None, spec_errors_exit: int = 1
         raise typer.Exit(spec_errors_exit) from None
 
 
-def compile_reporting(spec: Path, allow_import: list[str] | None):
+def compile_reporting(spec: Path, allow_import: list[str] | None, extends_outside: bool = False):
     """Compile SPEC for ``bespec compile``: errors (exit 1) and lint findings (warnings) go to
     stderr together; the project's [tool.bespec] select/ignore apply, as for ``bespec lint``."""
     from backend_spec.cli.render.console import use_color
@@ -124,7 +182,9 @@ def compile_reporting(spec: Path, allow_import: list[str] | None):
         rules = select_rules(Selection(settings.select, settings.ignore))
     except ValueError as exc:
         raise fail_usage(str(exc)) from None
-    compiled, found = compile_report(spec, allowed(allow_import), rules)
+    compiled, found = compile_report(
+        spec, allowed(allow_import), rules, allow_extends_outside=extends_outside
+    )
     if compiled is None:
         raise report_errors(SpecError(found))
     found = [d for d in found if d.severity is not Severity.INFO]  # notes are for `bespec lint`
@@ -158,13 +218,16 @@ def compile_command(
         str,
         typer.Option(help="fx: a BackendConfig module; pt2e: a torchao Quantizer module."),
     ] = "fx",
+    allow_extends_outside: AllowExtendsOutside = False,
 ) -> None:
     """Validate and compile SPEC; print what it holds."""
     from backend_spec.cli.render.summary import print_summary
 
     if target not in ("fx", "pt2e"):
         raise fail_usage(f"--target must be fx or pt2e, not {target!r}")
-    compiled = compile_reporting(existing(spec), allow_import)
+    check_output_path(output)
+    check_output_path(emit_test)
+    compiled = compile_reporting(existing(spec), allow_import, allow_extends_outside)
     print_summary(compiled.backend_config, spec)
     if target == "pt2e":
         from backend_spec.pt2e.cli import compile_pt2e
@@ -172,13 +235,12 @@ def compile_command(
         compile_pt2e(compiled.backend_config, spec, output)
     elif output is not None:
         from backend_spec.export.python import generate_module
-        from backend_spec.files import write_atomic
 
         try:
             text = generate_module(compiled.backend_config, source=str(spec))
         except SpecError as error:
             raise report_errors(error) from None
-        write_atomic(output, text)
+        write_file(output, text)
         typer.echo(f"wrote {output}")
     if emit_test is not None:
         write_emitted_test(spec, emit_test, golden, allow_import)
@@ -189,20 +251,28 @@ def write_emitted_test(
 ) -> None:
     """The regression test bespec emits beside the BackendConfig, for the user's own CI."""
     from backend_spec.check import emit_test
+    from backend_spec.files import WriteError
 
     golden = golden or test_path.with_suffix(".golden.json")
-    emit_test(spec, golden, test_path, allow_imports=allowed(allow_import))
+    try:
+        emit_test(spec, golden, test_path, allow_imports=allowed(allow_import))
+    except WriteError as exc:
+        raise fail_usage(str(exc)) from None
     typer.echo(f"wrote {test_path}")
     if not golden.exists():
         typer.echo(f"create its golden with: bespec check {spec} --golden {golden} --update-golden")
 
 
 @app.command("show")
-def show_command(backend: BackendArg, allow_import: AllowImport = None) -> None:
+def show_command(
+    backend: BackendArg,
+    allow_import: AllowImport = None,
+    allow_extends_outside: AllowExtendsOutside = False,
+) -> None:
     """Print the resolved pattern table of BACKEND, with where each entry came from."""
     from backend_spec.cli.render.summary import print_pattern_table
 
-    print_pattern_table(load_ref(backend, allow_import))
+    print_pattern_table(load_ref(backend, allow_import, extends_outside=allow_extends_outside))
 
 
 @app.command("schema")
@@ -244,6 +314,7 @@ def export_command(
     if fmt is None:
         fmt = "toml" if output is not None and output.suffix == ".toml" else "yaml"
     chosen = _export_base(name, base)  # checked before any import or work
+    check_output_path(output)
     config = load_ref(name, allow_import).backend_config
     if backend_name is None and not config.name:
         backend_name = name_from_ref(name)
@@ -375,6 +446,8 @@ def check_cli(
 
     if update_golden and golden is None:
         raise fail_usage("--update-golden needs --golden FILE")
+    if update_golden:
+        check_output_path(golden)
     recorded = None
     if golden is not None and not update_golden:
         try:
@@ -508,7 +581,20 @@ def explain_command(
         return
     if flow != "fx":
         raise fail_usage(f"--flow must be fx or pt2e, not {flow!r}")
-    report = explain.explain_compiled(compiled, net, inputs, mapping)
+    try:
+        report = explain.explain_compiled(compiled, net, inputs, mapping)
+    except Exception as exc:  # torch failed on this spec and model: one line, never a traceback
+        from backend_spec.cli.render.console import escape
+
+        typer.echo(
+            escape(
+                f"bespec: error: preparing the model with {spec} failed: "
+                f"{type(exc).__name__}: {exc}"
+            )
+            + " (hint: check that each fuser_method fits its pattern; `bespec lint` tells)",
+            err=True,
+        )
+        raise typer.Exit(1) from None
     if fmt == "json":
         typer.echo(json.dumps(report.to_dict(), indent=2))
     else:
@@ -535,7 +621,7 @@ def diff_command(
     if fmt == "json":
         sys.stdout.write(diffing.render_json(differences))
     else:
-        sys.stdout.write(diffing.render_text(differences, a, b))
+        sys.stdout.write(_terminal_safe(diffing.render_text(differences, a, b)))
     raise typer.Exit(1 if differences else 0)
 
 
@@ -550,18 +636,21 @@ def fmt_command(
     ] = False,
 ) -> None:
     """Rewrite YAML specs in the canonical key order and layout, comments kept."""
+    from backend_spec.cli.render.console import escape
+    from backend_spec.files import WriteError
     from backend_spec.spec.fmt import FormatError, format_path
 
     failed = False
     for spec in specs:
         try:
             outcome = format_path(existing(spec), check=check)
-        except FormatError as exc:
-            typer.echo(f"{spec}: {exc}", err=True)
+        except (FormatError, WriteError) as exc:
+            found = getattr(exc, "diagnostic", None)  # file:line:col: CODE message
+            typer.echo(str(found) if found else escape(f"{spec}: {exc}"), err=True)
             failed = True
             continue
         if outcome.skipped:
-            typer.echo(f"{spec}: {outcome.skipped}", err=True)
+            typer.echo(escape(f"{spec}: {outcome.skipped}"), err=True)
         elif outcome.changed:
             typer.echo(f"{'would reformat' if check else 'reformatted'} {spec}", err=True)
             failed = failed or check
@@ -580,6 +669,7 @@ def docs_command(
     """Print a Markdown table of what a backend supports."""
     from backend_spec.cli.render.docs import backend_markdown
 
+    check_output_path(output)
     config = load_ref(spec, allow_import).backend_config
     text = backend_markdown(config, source=spec)
     write_output(text, output)

@@ -51,14 +51,18 @@ def lint_path(
 
 
 def compile_report(
-    path: str | Path, allow_imports: Iterable[str] = (), rules: Iterable[Rule] | None = None
+    path: str | Path,
+    allow_imports: Iterable[str] = (),
+    rules: Iterable[Rule] | None = None,
+    *,
+    allow_extends_outside: bool = False,
 ) -> tuple[Compiled | None, list[Diagnostic]]:
     """What ``bespec compile`` reports, from one read: the compiled spec (None when there is
     any error), and every diagnostic: the loader's errors, the :data:`ENFORCED` rules' findings
     as errors, the other rules' findings as warnings."""
     with _torch.quiet():
         try:
-            context, built = _context(Path(path), allow_imports)
+            context, built = _context(Path(path), allow_imports, allow_extends_outside)
         except SpecError as error:
             return None, _ordered(list(error.diagnostics))
         errors = list(built.diagnostics)
@@ -70,12 +74,18 @@ def compile_report(
     return compiled, _ordered([*errors, *warnings])
 
 
-def _context(path: Path, allow_imports: Iterable[str]) -> tuple[LintContext | None, Built]:
+def _context(
+    path: Path, allow_imports: Iterable[str], extends_outside: bool = False
+) -> tuple[LintContext | None, Built]:
     """Read, validate and compile a file once; the rules' view of it (None when it is not
-    even a mapping). SpecError when it cannot be read or parsed."""
+    even a mapping). SpecError when it cannot be read or parsed. ``extends`` stays inside the
+    file's folder unless ``extends_outside`` (docs/security.md)."""
     resolver = Resolver(tuple(allow_imports))
     doc = read_source(path)
-    built = guarded(lambda: build(doc, resolver, path.parent, (path.resolve(),)))
+    root = None if extends_outside else "base_dir"
+    built = guarded(
+        lambda: build(doc, resolver, path.parent, (path.resolve(),), root=root), str(path)
+    )
     if built.spec is None:
         return None, built
     config = built.compiled.backend_config if built.compiled is not None else None

@@ -1,16 +1,18 @@
-"""Stage 3: names in a spec -> torch objects, safely.
+"""Stage 3: names in a spec -> torch objects, safely (the trust model is docs/security.md).
 
 A spec is untrusted input. Resolution walks module dictionaries only (never a module's lazy
-``__getattr__``, which could import arbitrary code), imports nothing outside the caller's
-allow-list, and refuses any path that passes through a module outside the allowed roots
-(``torch.os.system``) or ends at an object defined outside them. Each field then checks the
-kind of object it received.
+``__getattr__``, which could import arbitrary code), imports nothing outside torch's walkable
+trees and the caller's allow-list, and refuses any path that passes through another module
+(``torch.os.system``, ``torch.serialization``) or ends at an object defined outside the roots
+(for C methods, which have no ``__module__``, the owner class ``__objclass__`` decides). What a
+name means never depends on what the process imported before. Each field then checks the kind
+of object it received, and callable and module fields where it is defined.
 """
 
 from __future__ import annotations
 
-import difflib
 import importlib
+import importlib.util
 import inspect
 import keyword
 import sys
@@ -20,13 +22,19 @@ from types import ModuleType
 from typing import Any
 
 from backend_spec import codes
+from backend_spec.diagnostics import MAX_SUGGESTIONS, close_matches
 from backend_spec.names.vocabulary import (
     ALIASES,
     BARE_FUNCTION_MODULES,
+    CALLABLE_MODULES,
     DEFAULT_ROOTS,
     METHOD_PREFIX,
+    MODULE_CLASS_MODULES,
     ROOT_MODULE_ALIASES,
+    SEQUENTIAL_MODULES,
     SPECIAL_NAMES,
+    WALKABLE_MODULES,
+    WALKABLE_PACKAGES,
 )
 
 
@@ -37,6 +45,7 @@ class Kind(str, Enum):
     FUNCTION = "function"  # a plain callable (fuser, getter)
     OP = "op"  # a pattern op: module class, function, or method:NAME
     COMPLEX_OP = "complex_op"  # as OP, plus MatchAllNode
+    FUSED_MODULE = "fused_module"  # the class of {sequential: X}: a torch fused module
 
 
 @dataclass
@@ -58,9 +67,50 @@ def _module_root(name: str | None) -> str:
     return ROOT_MODULE_ALIASES.get(name.split(".")[0], name.split(".")[0])
 
 
+def _under(module_name: str | None, trees: tuple[str, ...] | list[str]) -> bool:
+    """``module_name`` is one of ``trees`` or a submodule of one."""
+    if not module_name:
+        return False
+    module_name = ROOT_MODULE_ALIASES.get(module_name, module_name)
+    return any(module_name == t or module_name.startswith(t + ".") for t in trees)
+
+
+def defining_module(obj: Any) -> str | None:
+    """The module an object was defined in, or None when it cannot be told.
+
+    C methods and slot wrappers have no ``__module__``: their owner class (``__objclass__``)
+    decides, so ``_TensorExtractor.dump`` counts as ``_pickle``'s, not torch's. A builtin bound
+    to an object counts as its object's class.
+    """
+    if isinstance(obj, ModuleType):
+        return obj.__name__
+    try:
+        owner = getattr(obj, "__objclass__", None)
+        if isinstance(owner, type):
+            return owner.__module__
+        module = getattr(obj, "__module__", None)
+        if isinstance(module, str):
+            return module
+        bound = getattr(obj, "__self__", None)
+        if isinstance(bound, ModuleType):
+            return bound.__name__
+        if bound is not None:
+            return (bound if isinstance(bound, type) else type(bound)).__module__
+    except Exception:  # an object whose attribute access fails: unknown, hence refused
+        return None
+    return None
+
+
+def check_module_names(names: Any) -> None:
+    """ValueError unless every entry of an allow-list is a dotted module name."""
+    for module in names:
+        if not isinstance(module, str) or not all(_is_identifier(p) for p in module.split(".")):
+            raise ValueError(f"allow_imports: {module!r} is not a module name")
+
+
 def _suggest(word: str, candidates: Any, prefix: str = "") -> str:
     public = [c for c in candidates if isinstance(c, str) and not c.startswith("__")]
-    matches = difflib.get_close_matches(word, public, n=3, cutoff=0.6)
+    matches = close_matches(word, public)
     if not matches:
         lowered = {c.lower(): c for c in public}
         if word.lower() in lowered:
@@ -70,25 +120,80 @@ def _suggest(word: str, candidates: Any, prefix: str = "") -> str:
     return "did you mean " + " or ".join(f"'{prefix}{m}'" for m in matches) + "?"
 
 
+_ABSENT = object()
+
+
+def _is_submodule(module_name: str) -> bool:
+    """Whether a module of that name exists (found on disk, not imported: same answer always)."""
+    try:
+        return importlib.util.find_spec(module_name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 class Resolver:
     """Resolves spec names for one load; results are cached per name."""
 
     def __init__(self, allow_imports: tuple[str, ...] | list[str] = ()):
-        for module in allow_imports:
-            if not all(_is_identifier(part) for part in module.split(".")):
-                raise ValueError(f"allow_imports: {module!r} is not a module name")
+        check_module_names(allow_imports)
         self.allowed = tuple(allow_imports)
         self._cache: dict[str, Any] = {}
+        self._suggestions_left = MAX_SUGGESTIONS
+
+    def suggest(self, word: str, candidates: Any, prefix: str = "") -> str:
+        """A "did you mean" hint, while this load's suggestion budget lasts ("" after)."""
+        if self._suggestions_left <= 0:
+            return ""
+        self._suggestions_left -= 1
+        return _suggest(word, candidates, prefix)
+
+    def suggest_names(self, word: str, candidates: Any, n: int = 1) -> list[str]:
+        """Close matches of ``word`` (user-defined names), under the same budget."""
+        if self._suggestions_left <= 0:
+            return []
+        self._suggestions_left -= 1
+        return close_matches(word, candidates, n)
 
     # -- roots ------------------------------------------------------------------------------
 
     def _inside_roots(self, module_name: str) -> bool:
         if _module_root(module_name) in DEFAULT_ROOTS:
             return True
-        return any(module_name == a or module_name.startswith(a + ".") for a in self.allowed)
+        return _under(module_name, self.allowed)
 
-    def _may_import(self, module_name: str) -> bool:
-        return any(module_name == a or module_name.startswith(a + ".") for a in self.allowed)
+    def _walkable(self, module_name: str) -> bool:
+        """A module a name may pass through (and that may be imported to do so)."""
+        return (
+            module_name in WALKABLE_PACKAGES
+            or _under(module_name, WALKABLE_MODULES)
+            or _under(module_name, self.allowed)
+        )
+
+    def trusted_callable(self, obj: Any) -> str:
+        """Why ``obj`` may not be called from a callable field, or "" when it may.
+
+        The one predicate of the trust model for callables (fusers, getters, and factories):
+        a plain function of torch's fuser / backend-config modules, or any callable (not a
+        class) defined in an allow-listed module.
+        """
+        module = defining_module(obj)
+        if _under(module, self.allowed):
+            if callable(obj) and not isinstance(obj, (type, ModuleType)):
+                return ""
+            return "this field needs a function"
+        if inspect.isfunction(obj) and _under(module, CALLABLE_MODULES):
+            return ""
+        return (
+            f"a callable field accepts only torch's fusers and getters "
+            f"({', '.join(CALLABLE_MODULES)}), {{sequential: X}}, or functions of allowed "
+            f"modules; this one is defined in '{module}'"
+        )
+
+    def _trusted_class(self, obj: Any, trees: tuple[str, ...], what: str) -> str:
+        module = defining_module(obj)
+        if _under(module, self.allowed) or _under(module, trees):
+            return ""
+        return f"{what} must come from {' or '.join(trees)} or an allowed module, not '{module}'"
 
     # -- lookup -----------------------------------------------------------------------------
 
@@ -145,27 +250,24 @@ class Resolver:
             return module, rest, shown
         for end in range(len(rest) - 1, 0, -1):
             dotted = ".".join([module.__name__, *rest[:end]])
-            found = sys.modules.get(dotted)
-            if found is None and self._may_import(dotted):
-                try:
-                    found = importlib.import_module(dotted)
-                except ImportError:
-                    found = None
-            if isinstance(found, ModuleType) and self._inside_roots(found.__name__):
-                return found, rest[end:], ".".join([shown, *rest[:end]])
+            if not self._walkable(dotted):  # the same answer whatever was imported before
+                continue
+            try:
+                found = importlib.import_module(dotted)
+            except ImportError:
+                continue
+            return found, rest[end:], ".".join([shown, *rest[:end]])
         return module, rest, shown
 
     def _bare(self, name: str) -> Any:
         namespace: dict[str, Any] = {}
         for module_name in BARE_FUNCTION_MODULES:
-            module = sys.modules.get(module_name)
-            if module is None:
-                continue
+            module = importlib.import_module(module_name)  # torch's own; loaded either way
             value = vars(module).get(name)
             if value is not None and inspect.isfunction(value):
                 return value
             namespace.update({k: v for k, v in vars(module).items() if inspect.isfunction(v)})
-        hint = _suggest(name, [*namespace, *SPECIAL_NAMES]) or (
+        hint = self.suggest(name, [*namespace, *SPECIAL_NAMES]) or (
             "qualify the name with a module alias (nn., F., nni., torch., operator.)"
         )
         raise NameProblem(codes.UNKNOWN_NAME, f"unknown name '{name}'", hint)
@@ -182,7 +284,7 @@ class Resolver:
             if parts[: len(allowed_parts)] == allowed_parts and len(parts) > len(allowed_parts):
                 try:
                     module = importlib.import_module(allowed)
-                except ImportError as exc:
+                except Exception as exc:  # the user's module failed to import: say why
                     raise NameProblem(
                         codes.IMPORT_FAILED, f"allowed module '{allowed}' cannot be imported: {exc}"
                     ) from None
@@ -191,7 +293,7 @@ class Resolver:
         raise NameProblem(
             codes.OUTSIDE_ROOTS,
             f"'{'.'.join(parts)}' is outside the allowed roots ({roots})",
-            _suggest(head, [*ALIASES, *self.allowed])
+            self.suggest(head, [*ALIASES, *self.allowed])
             or "add its module with --allow-import / allow_imports if you trust it",
         )
 
@@ -199,32 +301,49 @@ class Resolver:
         for part in parts:
             obj = self._attribute(obj, part, shown)
             shown = f"{shown}.{part}"
-            if isinstance(obj, ModuleType) and not self._inside_roots(obj.__name__):
-                raise NameProblem(
-                    codes.OUTSIDE_ROOTS,
-                    f"'{shown}' reaches module '{obj.__name__}', outside the allowed roots",
-                    "only names inside torch, operator and allowed modules can be used",
-                )
+            if isinstance(obj, ModuleType):
+                self._check_walkable(obj.__name__, shown)
         self._check_defined_inside(obj, shown)
         return obj
+
+    def _check_walkable(self, module_name: str, shown: str) -> None:
+        if self._walkable(module_name):
+            return
+        if not self._inside_roots(module_name):
+            raise NameProblem(
+                codes.OUTSIDE_ROOTS,
+                f"'{shown}' reaches module '{module_name}', outside the allowed roots",
+                "only names inside torch, operator and allowed modules can be used",
+            )
+        raise NameProblem(
+            codes.OUTSIDE_ROOTS,
+            f"'{shown}' walks through module '{module_name}', outside the modules names may use",
+            "name torch functions as torch.NAME, modules through nn, F, nni, ... "
+            "(see docs/security.md)",
+        )
 
     def _attribute(self, obj: Any, part: str, shown: str) -> Any:
         if isinstance(obj, ModuleType):
             namespace = vars(obj)
-            if part in namespace:
-                return namespace[part]
-            submodule = f"{obj.__name__}.{part}"
-            if submodule in sys.modules:
-                return sys.modules[submodule]
-            if self._may_import(submodule):
-                try:
-                    return importlib.import_module(submodule)
-                except ModuleNotFoundError:
-                    pass
+            value = namespace.get(part, _ABSENT)
+            if isinstance(value, ModuleType) and not self._walkable(value.__name__):
+                return value  # the caller refuses it, naming the module
+            if value is _ABSENT or isinstance(value, ModuleType):
+                # A submodule gets the same answer whether or not it was imported already.
+                module_name = f"{obj.__name__}.{part}" if value is _ABSENT else value.__name__
+                if self._walkable(module_name):
+                    try:
+                        return importlib.import_module(module_name)
+                    except ImportError:
+                        pass
+                elif _is_submodule(module_name):
+                    self._check_walkable(module_name, f"{shown}.{part}")
+            else:
+                return value
             raise NameProblem(
                 codes.UNKNOWN_NAME,
                 f"unknown name '{shown}.{part}'",
-                _suggest(part, namespace, f"{shown}."),
+                self.suggest(part, namespace, f"{shown}."),
             )
         if isinstance(obj, type):
             try:
@@ -233,15 +352,25 @@ class Resolver:
                 raise NameProblem(
                     codes.UNKNOWN_NAME,
                     f"unknown name '{shown}.{part}'",
-                    _suggest(part, dir(obj), f"{shown}."),
+                    self.suggest(part, dir(obj), f"{shown}."),
                 ) from None
         raise NameProblem(
             codes.INVALID_NAME, f"'{shown}' is not a module or class; cannot look up '{part}'"
         )
 
     def _check_defined_inside(self, obj: Any, shown: str) -> None:
-        module_name = getattr(obj, "__module__", None) if not isinstance(obj, ModuleType) else None
-        if isinstance(module_name, str) and not self._inside_roots(module_name):
+        if isinstance(obj, ModuleType):
+            return
+        module_name = defining_module(obj)
+        if module_name is None:
+            if isinstance(obj, MethodName) or not callable(obj):
+                return  # data (a constant): the kind check refuses it
+            raise NameProblem(
+                codes.OUTSIDE_ROOTS,
+                f"'{shown}' has no known defining module; it cannot be trusted",
+                "only objects of torch, operator and allowed modules can be used",
+            )
+        if not self._inside_roots(module_name):
             raise NameProblem(
                 codes.OUTSIDE_ROOTS,
                 f"'{shown}' is defined in module '{module_name}', outside the allowed roots",
@@ -256,7 +385,23 @@ class Resolver:
         problem = _kind_problem(obj, kind)
         if problem:
             raise NameProblem(codes.WRONG_KIND, f"'{name}' is {describe(obj)}; {problem}")
+        problem = self._trust_problem(obj, kind)
+        if problem:
+            raise NameProblem(codes.UNTRUSTED, f"'{name}': {problem}", _TRUST_HINT)
         return str(obj) if isinstance(obj, MethodName) else obj
+
+    def _trust_problem(self, obj: Any, kind: Kind) -> str:
+        """Where the object comes from, for fields whose objects torch instantiates or calls."""
+        if kind is Kind.FUNCTION:
+            return self.trusted_callable(obj)
+        if kind is Kind.MODULE:
+            return self._trusted_class(obj, MODULE_CLASS_MODULES, "a module class")
+        if kind is Kind.FUSED_MODULE:
+            return self._trusted_class(obj, SEQUENTIAL_MODULES, "a {sequential: X} class")
+        return ""
+
+
+_TRUST_HINT = "see docs/security.md; trust another module with --allow-import / allow_imports"
 
 
 def _unwrap_descriptor(value: Any, owner: type) -> Any:
@@ -280,6 +425,17 @@ def is_module_class(obj: Any) -> bool:
     return isinstance(obj, type) and issubclass(obj, torch.nn.Module)
 
 
+def is_fused_module_class(obj: Any) -> bool:
+    """A torch fused module class (``nni.ConvReLU2d``...): what ``{sequential: X}`` builds.
+
+    Any other class would silently drop layers (``nn.Identity(m1, m2)`` keeps none of them).
+    """
+    from backend_spec._torch import torch
+
+    fused = torch.ao.nn.intrinsic.modules.fused._FusedModule
+    return isinstance(obj, type) and issubclass(obj, fused) and obj is not fused
+
+
 def _is_function(obj: Any) -> bool:
     return callable(obj) and not isinstance(obj, (type, ModuleType))
 
@@ -293,6 +449,10 @@ def _is_match_all(obj: Any) -> bool:
 def _kind_problem(obj: Any, kind: Kind) -> str:
     if kind is Kind.MODULE:
         return "" if is_module_class(obj) else "this field needs an nn.Module subclass"
+    if kind is Kind.FUSED_MODULE:
+        if is_fused_module_class(obj):
+            return ""
+        return "{sequential: X} needs a fused module class such as nni.ConvReLU2d"
     if kind is Kind.FUNCTION:
         if isinstance(obj, MethodName) or not _is_function(obj):
             return "this field needs a function"

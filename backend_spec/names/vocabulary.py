@@ -52,6 +52,40 @@ def inside(module: str, roots: tuple[str, ...] | list[str]) -> bool:
 #: Roots every spec may name; the caller's allow-list adds to these.
 DEFAULT_ROOTS: tuple[str, ...] = ("torch", "operator")
 
+#: Modules (with their submodules) that a dotted name may walk through besides the allow-list.
+#: Walking is confined to them so that what a name means never depends on what the process
+#: happened to import before (``torch.utils.cpp_extension`` exists in ``vars(torch.utils)`` only
+#: once someone imported it): a module of these trees that is not loaded yet is imported
+#: explicitly, and any other module is refused. The rest of torch stays reachable through the
+#: names the ``torch`` namespace itself exports (``torch.add``, ``torch.Tensor``).
+WALKABLE_MODULES: tuple[str, ...] = (
+    "torch.nn",
+    "torch.ao.nn",
+    "torch.ao.quantization.backend_config",
+    "torch.ao.quantization.fuser_method_mappings",
+    "torch.ao.quantization.utils",
+    "operator",
+)
+
+#: The walkable modules that are only a package node on the way (their own names are walked,
+#: their other submodules are not): ``torch.ao.quantization.observer`` stays out.
+WALKABLE_PACKAGES: tuple[str, ...] = ("torch", "torch.ao", "torch.ao.quantization")
+
+#: Where a function named by a callable field (``fuser_method``, ``root_node_getter``,
+#: ``extra_inputs_getter``) may be defined, besides allow-listed modules: torch's own fusers and
+#: getters. Anything else in torch (``register_module_forward_hook``,
+#: ``serialization.register_package``) could change global state when prepare_fx calls it.
+CALLABLE_MODULES: tuple[str, ...] = (
+    "torch.ao.quantization.fuser_method_mappings",
+    "torch.ao.quantization.backend_config",
+)
+
+#: Where a class named by a module field may be defined, besides allow-listed modules.
+MODULE_CLASS_MODULES: tuple[str, ...] = ("torch.nn", "torch.ao.nn")
+
+#: Where the fused class of ``{sequential: X}`` may be defined (a ``_FusedModule`` subclass).
+SEQUENTIAL_MODULES: tuple[str, ...] = ("torch.ao.nn.intrinsic",)
+
 #: Python's ``operator`` functions report ``_operator`` as their module.
 ROOT_MODULE_ALIASES: dict[str, str] = {"_operator": "operator"}
 

@@ -40,7 +40,13 @@ TOML_NOTE = "fmt supports YAML; TOML files are left as they are"
 
 
 class FormatError(Exception):
-    """The file cannot be formatted (not YAML we can read, or formatting would change it)."""
+    """The file cannot be formatted (not YAML we can read, or formatting would change it).
+
+    ``diagnostic`` is set when the loader's reader refused the text (a limit, a tag...)."""
+
+    def __init__(self, message: str, diagnostic: Any = None):
+        super().__init__(message)
+        self.diagnostic = diagnostic
 
 
 @dataclass(frozen=True)
@@ -111,10 +117,23 @@ def canonicalize(data: Any) -> None:
                 _reorder_dtype_config(ref)
 
 
-def format_text(text: str) -> str:
-    """The canonical form of YAML spec text (FormatError if it cannot be formatted safely)."""
+def format_text(text: str, file: str = "<string>") -> str:
+    """The canonical form of YAML spec text (FormatError if it cannot be formatted safely).
+
+    The text first goes through the loader's own reader, under the same limits (size, nodes,
+    depth, aliases, tags): a file compile refuses is refused here too, never rewritten, and
+    ruamel's round-trip reader never sees an alias bomb.
+    """
     from ruamel.yaml.error import YAMLError
 
+    from backend_spec.diagnostics import SpecError
+    from backend_spec.spec.source import parse
+
+    try:
+        parse(text, file, "yaml")
+    except SpecError as error:
+        first = error.diagnostics[0]
+        raise FormatError(f"line {first.line}: {first.code} {first.message}", first) from None
     yaml = _yaml()
     try:
         data = yaml.load(text)
@@ -149,15 +168,18 @@ def _check_same_data(before: str, after: str) -> None:
 def format_path(path: Path, check: bool = False) -> Outcome:
     """Format one spec file in place (atomically), or with ``check`` only tell if it would
     change. TOML files are skipped with :data:`TOML_NOTE`."""
+    from backend_spec.diagnostics import SpecError
     from backend_spec.files import write_atomic
+    from backend_spec.spec.source import decode, read_spec_bytes
 
     if path.suffix.lower() == ".toml":
         return Outcome(path, False, TOML_NOTE)
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise FormatError(f"cannot read: {exc}") from None
-    result = format_text(text)
+        text = decode(read_spec_bytes(path), str(path))
+    except SpecError as error:
+        first = error.diagnostics[0]
+        raise FormatError(f"line {first.line}: {first.code} {first.message}", first) from None
+    result = format_text(text, str(path))
     changed = result != text
     if changed and not check:
         write_atomic(path, result)

@@ -9,8 +9,11 @@ table headers and inline values, since tomllib keeps none.
 
 from __future__ import annotations
 
+import bisect
 import math
+import os
 import re
+import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +49,12 @@ MAX_BYTES = 8 * 1024 * 1024
 MAX_DEPTH = 64
 MAX_NODES = 500_000
 MAX_SCALAR_CHARS = 64 * 1024
+#: Longest number literal converted (a 60,000-digit hex integer converts fast but cannot be
+#: printed; decimal ones over 4,300 digits do not convert at all).
+MAX_NUMBER_CHARS = 100
+#: Positions are kept for paths up to this depth; deeper values report their nearest ancestor.
+#: Keeps position bookkeeping linear in the nodes (a spec's own keys are at most 7 deep).
+POSITION_DEPTH = 16
 
 FORMATS = {".yaml": "yaml", ".yml": "yaml", ".toml": "toml"}
 
@@ -110,20 +119,63 @@ def format_for(path: str | Path, explicit: str | None = None) -> str:
     return FORMATS[suffix]
 
 
+def read_spec_bytes(path: str | Path) -> bytes:
+    """A spec file's bytes, read safely: a regular file only (a FIFO, ``/dev/zero`` or a
+    directory is refused without blocking), its size checked before reading, and never more
+    than ``MAX_BYTES + 1`` bytes read (a file growing meanwhile cannot exhaust memory)."""
+    file = str(path)
+
+    def unreadable(reason: str) -> SpecError:
+        return SpecError([Diagnostic(file, 1, 1, codes.UNREADABLE, f"cannot read: {reason}")])
+
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags)
+    except (OSError, ValueError) as exc:
+        raise unreadable(getattr(exc, "strerror", None) or str(exc)) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "a device, FIFO or socket"
+            raise unreadable(f"not a regular file ({kind})")
+        if info.st_size > MAX_BYTES:
+            raise _too_large(file, info.st_size)
+        chunks, size = [], 0
+        while size <= MAX_BYTES:
+            chunk = os.read(fd, MAX_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise unreadable(exc.strerror or str(exc)) from None
+    finally:
+        os.close(fd)
+    raw = b"".join(chunks)
+    if len(raw) > MAX_BYTES:
+        raise _too_large(file, len(raw))
+    return raw
+
+
+def _too_large(file: str, size: int) -> SpecError:
+    return SpecError(
+        [
+            Diagnostic(
+                file,
+                1,
+                1,
+                codes.TOO_LARGE,
+                f"file is {size} bytes; the limit is {MAX_BYTES}",
+                "split the spec, or use extends for shared parts",
+            )
+        ]
+    )
+
+
 def decode(raw: bytes, file: str) -> str:
     """UTF-8 (with or without BOM) or a SpecError pointing at the first bad byte."""
     if len(raw) > MAX_BYTES:
-        raise SpecError(
-            [
-                Diagnostic(
-                    file,
-                    1,
-                    1,
-                    codes.TOO_LARGE,
-                    f"file is {len(raw)} bytes; the limit is {MAX_BYTES}",
-                )
-            ]
-        )
+        raise _too_large(file, len(raw))
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -191,7 +243,7 @@ def _parse_yaml(text: str, file: str) -> SourceDoc:
         doc.data = _YamlComposer(text, doc).compose()
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        line, col = _mark_position(text, mark) if mark else (1, 1)
         problem = exc.problem or exc.context or "invalid YAML"
         if exc.context and exc.problem:
             problem = f"{problem} ({exc.context})"
@@ -217,8 +269,33 @@ def _parse_yaml(text: str, file: str) -> SourceDoc:
 
 
 def _line_col(text: str, index: int) -> Position:
-    line = text.count("\n", 0, index) + 1
-    return line, index - (text.rfind("\n", 0, index) + 1) + 1
+    """1-based line and column of ``text[index]``; lines end at ``\n``, ``\r\n`` or ``\r``
+    (as editors count them: U+2028, U+2029 and NEL do not end a line)."""
+    return _Lines(text).at(index)
+
+
+_BREAK = re.compile(r"\r\n?|\n")
+#: Characters libyaml counts as line breaks that editors do not (or CR alone, which libyaml
+#: counts but our line table must too): when present, positions are remapped by index.
+_ODD_BREAKS = re.compile("[\r\x85\u2028\u2029]")
+
+
+class _Lines:
+    """Line starts of a text, for index -> (line, column) in O(log lines)."""
+
+    def __init__(self, text: str):
+        self.starts = [0, *(m.end() for m in _BREAK.finditer(text))]
+
+    def at(self, index: int) -> Position:
+        line = bisect.bisect_right(self.starts, index)
+        return line, index - self.starts[line - 1] + 1
+
+
+def _mark_position(text: str, mark: Any) -> Position:
+    index = getattr(mark, "index", None)
+    if isinstance(index, int) and _ODD_BREAKS.search(text):
+        return _line_col(text, index)
+    return mark.line + 1, mark.column + 1
 
 
 class _Abort(Exception):
@@ -239,12 +316,15 @@ _NAN = re.compile(r"^\.(?:nan|NaN|NAN)$")
 
 
 _MAYBE_NOT_STRING = frozenset("~nNtTfF0123456789+-.")
+_LONG_NUMBER = re.compile(r"[-+]?(?:0[xo])?[0-9a-fA-F.eE+-]*$")
 
 
 def _plain_scalar(value: str) -> Any:
     """Resolve a plain YAML scalar with the YAML 1.2 core schema."""
     if value and value[0] not in _MAYBE_NOT_STRING:
         return value  # the common case: a name such as nn.Conv2d
+    if len(value) > MAX_NUMBER_CHARS and _LONG_NUMBER.match(value):
+        raise ValueError("number too long")
     if _NULL.match(value):
         return None
     if value in _BOOL:
@@ -271,6 +351,7 @@ class _Frame:
     value: dict | list
     path: KeyPath
     size: int = 1
+    height: int = 1  # levels of collections, this one included
     pending_key: Any = None
     key_pos: Position | None = None
     merges: list[tuple[Any, Position, KeyPath]] = field(default_factory=list)
@@ -286,8 +367,9 @@ class _YamlComposer:
     def __init__(self, text: str, doc: SourceDoc):
         self.parser = CParser(text)
         self.doc = doc
-        self.anchors: dict[str, tuple[Any, int, KeyPath]] = {}
+        self.anchors: dict[str, tuple[Any, int, KeyPath, int]] = {}  # +nodes, origin, height
         self.nodes = 0
+        self.lines = _Lines(text) if _ODD_BREAKS.search(text) else None
 
     def abort(self, pos: Position, code: str, message: str, hint: str = "") -> _Abort:
         return _Abort(Diagnostic(self.doc.file, pos[0], pos[1], code, message, hint))
@@ -303,7 +385,10 @@ class _YamlComposer:
             event = get_event()
             cls = type(event)
             mark = event.start_mark
-            pos = (mark.line + 1, mark.column + 1)
+            if self.lines is None:
+                pos = (mark.line + 1, mark.column + 1)
+            else:
+                pos = self.lines.at(mark.index)
             if cls is ScalarEvent:
                 if event.tag is not None:
                     self._check_tag(event, pos)
@@ -314,6 +399,7 @@ class _YamlComposer:
                         value,
                         1,
                         self._child_path(stack[-1] if stack else None),
+                        0,
                     )
                 if not stack:
                     result = value
@@ -331,9 +417,10 @@ class _YamlComposer:
                 if isinstance(frame.value, dict):
                     self._apply_merges(frame)
                 if frame.anchor is not None:
-                    self.anchors[frame.anchor] = (frame.value, frame.size, frame.path)
+                    self.anchors[frame.anchor] = (frame.value, frame.size, frame.path, frame.height)
                 if stack:
                     stack[-1].size += frame.size
+                    stack[-1].height = max(stack[-1].height, frame.height + 1)
                     self._attach(stack[-1], frame.value, frame.path, None)
                 else:
                     result = frame.value
@@ -348,18 +435,22 @@ class _YamlComposer:
                 if in_mapping and parent.pending_key is None:
                     raise self.abort(pos, codes.BAD_KEY, "a mapping key must be a plain scalar")
                 path = self._child_path(parent)
-                positions[path] = pos
+                if len(path) <= POSITION_DEPTH:
+                    positions[path] = pos
                 container: dict | list = {} if cls is MappingStartEvent else []
                 stack.append(_Frame(container, path, anchor=event.anchor))
                 continue
             if cls is AliasEvent:
-                value, size, origin = self._alias(event, pos)
+                value, size, origin, height = self._alias(event, pos)
                 self._count(size, pos)
+                if len(stack) + height > MAX_DEPTH:  # an alias must not dodge the depth limit
+                    raise self.abort(pos, codes.TOO_DEEP, f"nesting deeper than {MAX_DEPTH} levels")
                 if not stack:
                     result = value
                     continue
                 parent = stack[-1]
                 parent.size += size
+                parent.height = max(parent.height, height + 1)
                 path = self._child_path(parent)
                 if parent.pending_key is not None or isinstance(parent.value, list):
                     self.doc.aliases[path] = origin
@@ -397,7 +488,7 @@ class _YamlComposer:
                 "aliases that nest other aliases multiply; write the data out",
             )
 
-    def _alias(self, event: Any, pos: Position) -> tuple[Any, int, KeyPath]:
+    def _alias(self, event: Any, pos: Position) -> tuple[Any, int, KeyPath, int]:
         if event.anchor not in self.anchors:
             raise self.abort(pos, codes.SYNTAX, f"unknown alias *{event.anchor}")
         return self.anchors[event.anchor]
@@ -413,7 +504,12 @@ class _YamlComposer:
         try:
             return _plain_scalar(value)
         except ValueError:
-            raise self.abort(pos, codes.TOO_LARGE, "number too large") from None
+            raise self.abort(
+                pos,
+                codes.TOO_LARGE,
+                f"number literal longer than {MAX_NUMBER_CHARS} characters",
+                "spec numbers are small: bounds, indices, counts",
+            ) from None
 
     @staticmethod
     def _child_path(parent: _Frame | None) -> KeyPath:
@@ -428,7 +524,7 @@ class _YamlComposer:
     def _attach(self, parent: _Frame, value: Any, path: KeyPath, pos: Position | None) -> None:
         if isinstance(parent.value, list):
             parent.value.append(value)
-            if pos is not None:
+            if pos is not None and len(path) <= POSITION_DEPTH:
                 self.doc.positions.setdefault(path, pos)
             return
         if parent.pending_key is None:  # this value is a key
@@ -439,7 +535,7 @@ class _YamlComposer:
         if key == "<<" and isinstance(value, (dict, list)):
             parent.merges.append((value, key_pos or (1, 1), self.doc.aliases.get(path, path)))
             return
-        if pos is not None:
+        if pos is not None and len(path) <= POSITION_DEPTH:
             self.doc.positions.setdefault(path, pos)
         parent.value[key] = value
 
@@ -462,7 +558,7 @@ class _YamlComposer:
                 )
             )
             key = _DuplicateKey(key)
-        else:
+        elif len(path) <= POSITION_DEPTH:
             self.doc.key_positions[path] = pos
         parent.pending_key = key
         parent.key_pos = pos
@@ -499,190 +595,269 @@ class _DuplicateKey:
 # TOML
 
 _TOML_POS = re.compile(r"\(at line (\d+), column (\d+)\)")
+#: Characters that may start a node in TOML: a pre-count bounds the work before tomllib runs.
+#: tomllib keeps more per node than the YAML composer (and the count is an upper bound), so
+#: TOML's cap is lower: 200,000 keys and elements stay within 20 s and 500 MB, 500,000 did not.
+_TOML_NODE = re.compile(r"[,=\[{]")
+MAX_TOML_NODES = 200_000
+_TOML_DEEP = re.compile(r"(?:[\[{][ \t\r\n]*){" + str(MAX_DEPTH) + "}")
+_LONG_DIGITS = re.compile(r"[0-9_]{" + str(MAX_NUMBER_CHARS) + ",}")
+#: Integers above this many bits are refused (about 120 decimal digits).
+_MAX_INT_BITS = 400
 
 
 def _parse_toml(text: str, file: str) -> SourceDoc:
+    lines = _Lines(text)
+
+    def fail(index: int, code: str, message: str, hint: str = "") -> SpecError:
+        line, col = lines.at(index)
+        return SpecError([Diagnostic(file, line, col, code, message, hint)])
+
+    crossing = _nth_match(_TOML_NODE, text, MAX_TOML_NODES)
+    if crossing is not None:
+        raise fail(crossing, codes.TOO_LARGE, f"document has more than {MAX_TOML_NODES} nodes")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         message = str(exc)
         match = _TOML_POS.search(message)
         if match:
-            line, col = int(match.group(1)), int(match.group(2))
+            index = _toml_index(text, int(match.group(1)), int(match.group(2)))
         elif "end of document" in message:
-            line, col = _end_of(text)
+            index = len(text)
         else:
-            line, col = 1, 1
+            index = 0
         message = _TOML_POS.sub("", message).replace("(at end of document)", "at end of file")
-        message = message.strip()
-        raise SpecError(
-            [Diagnostic(file, line, col, codes.SYNTAX, f"TOML syntax error: {message}")]
+        raise fail(index, codes.SYNTAX, f"TOML syntax error: {message.strip()}") from None
+    except ValueError:  # an integer beyond int()'s digit limit
+        long = _LONG_DIGITS.search(text)
+        raise fail(
+            long.start() if long else 0,
+            codes.TOO_LARGE,
+            f"number literal longer than {MAX_NUMBER_CHARS} characters",
         ) from None
     except RecursionError:
-        raise SpecError([Diagnostic(file, 1, 1, codes.TOO_DEEP, "TOML nesting too deep")]) from None
+        deep = _TOML_DEEP.search(text)
+        raise fail(deep.start() if deep else 0, codes.TOO_DEEP, "TOML nesting too deep") from None
     doc = SourceDoc(file, "toml", data)
-    _TomlPositions(doc).scan(text)
-    depth_problem = _too_deep(data)
-    if depth_problem:
-        doc.diagnostics.append(doc.diagnostic(depth_problem, codes.TOO_DEEP, "nesting too deep"))
+    _TomlPositions(doc, text, lines).scan()
+    problem = _tree_problem(data)
+    if problem:
+        path, code, message = problem
+        doc.diagnostics.append(doc.diagnostic(path, code, message))
     return doc
 
 
-def _end_of(text: str) -> Position:
-    lines = text.split("\n")
-    return len(lines), len(lines[-1]) + 1
+def _nth_match(pattern: re.Pattern[str], text: str, n: int) -> int | None:
+    """Index of the ``n``-th match of ``pattern`` past the first ``n`` (None if fewer)."""
+    for count, match in enumerate(pattern.finditer(text)):
+        if count >= n:
+            return match.start()
+    return None
 
 
-def _too_deep(data: Any) -> KeyPath | None:
-    """The path of a value nested beyond MAX_DEPTH, iteratively (no recursion on hostile data)."""
+def _toml_index(text: str, line: int, col: int) -> int:
+    """tomllib's (line, column), counted by ``\n`` only, as an index into ``text``."""
+    start = 0
+    for _ in range(line - 1):
+        found = text.find("\n", start)
+        if found < 0:
+            break
+        start = found + 1
+    return min(start + col - 1, len(text))
+
+
+def _tree_problem(data: Any) -> tuple[KeyPath, str, str] | None:
+    """A value nested beyond MAX_DEPTH or an integer too large to print, iteratively (no
+    recursion on hostile data)."""
     stack: list[tuple[Any, KeyPath]] = [(data, ())]
     while stack:
         value, path = stack.pop()
         if len(path) > MAX_DEPTH:
-            return path[:MAX_DEPTH]
+            return path[:MAX_DEPTH], codes.TOO_DEEP, "nesting too deep"
         if isinstance(value, dict):
             stack.extend((v, (*path, k)) for k, v in value.items())
         elif isinstance(value, list):
             stack.extend((v, (*path, i)) for i, v in enumerate(value))
+        elif isinstance(value, int) and abs(value).bit_length() > _MAX_INT_BITS:
+            return path, codes.TOO_LARGE, f"integer of more than {_MAX_INT_BITS} bits"
     return None
 
 
-_HEADER = re.compile(r"^\s*(\[\[?)\s*(.+?)\s*\]\]?\s*(?:#.*)?$")
-_KEY_LINE = re.compile(
-    r"^(\s*)((?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*'))*)\s*=\s*"
-)
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*'")
-
-
-def _split_key(key: str) -> list[str]:
-    return [part.strip("\"'") for part in _BARE_KEY.findall(key)]
+_BARE = re.compile(r"[A-Za-z0-9_-]+")
+_BLANK = re.compile(r"[ \t]*")
+_BLANK_LINES = re.compile(r"(?:[ \t\r\n]|#[^\n]*)*")
+_SCALAR_END = re.compile(r"[^,\]}#\n]*")
 
 
 class _TomlPositions:
-    """Recovers positions for table headers, keys and inline values of a parsed TOML file."""
+    """Positions of table headers, keys and values of a parsed TOML file, in one linear pass.
 
-    def __init__(self, doc: SourceDoc):
+    It follows TOML's lexical structure (strings of all four kinds, comments, arrays spanning
+    lines), so a ``[[patterns]]`` inside a multi-line string is text, an element of a
+    multi-line array gets its own line, and an escaped key is decoded as tomllib decodes it.
+    tomllib has accepted the text already, so the scan needs no error handling beyond
+    stopping early.
+    """
+
+    def __init__(self, doc: SourceDoc, text: str, lines: _Lines):
         self.doc = doc
+        self.text = text
+        self.lines = lines
         self.table: KeyPath = ()
         self.arrays: dict[tuple[str, ...], int] = {}
 
-    def scan(self, text: str) -> None:
-        in_multiline: str | None = None
-        for number, line in enumerate(text.splitlines(), start=1):
-            if in_multiline:
-                if in_multiline in line:
-                    in_multiline = None
-                continue
-            header = _HEADER.match(line)
-            if header and not _KEY_LINE.match(line):
-                self._header(header, number, line)
-                continue
-            key_match = _KEY_LINE.match(line)
-            if not key_match:
-                continue
-            path = (*self.table, *_split_key(key_match.group(2)))
-            self.doc.key_positions[path] = (number, len(key_match.group(1)) + 1)
-            value_col = key_match.end()
-            self.doc.positions[path] = (number, value_col + 1)
-            rest = line[value_col:]
-            for quote in ('"""', "'''"):
-                if rest.startswith(quote) and rest.count(quote) == 1:
-                    in_multiline = quote
-            _InlineScanner(self.doc, number).scan(rest, value_col, path)
+    def _record(self, where: dict[KeyPath, Position], path: KeyPath, index: int) -> None:
+        if len(path) <= POSITION_DEPTH:
+            where.setdefault(path, self.lines.at(index))
 
-    def _header(self, match: re.Match[str], number: int, line: str) -> None:
-        names = _split_key(match.group(2))
-        path: list[str | int] = []
-        for i, name in enumerate(names):
-            path.append(name)
-            plain = tuple(str(p) for p in names[: i + 1])
-            is_last = i == len(names) - 1
-            if match.group(1) == "[[" and is_last:
+    def scan(self) -> None:
+        text, i = self.text, 0
+        while True:
+            i = _BLANK_LINES.match(text, i).end()
+            if i >= len(text):
+                return
+            if text[i] == "[":
+                i = self._header(i)
+                continue
+            start = i
+            parts, i = self._key(i)
+            if not parts or i >= len(text) or text[i] != "=":
+                return
+            path = (*self.table, *parts)
+            self._record(self.doc.key_positions, path, start)
+            i = self._value(_BLANK.match(text, i + 1).end(), path)
+
+    def _header(self, i: int) -> int:
+        text = self.text
+        is_array = text.startswith("[[", i)
+        parts, end = self._key(i + (2 if is_array else 1))
+        names: list[str | int] = []
+        for n, name in enumerate(parts):
+            names.append(name)
+            plain = tuple(str(p) for p in parts[: n + 1])
+            if is_array and n == len(parts) - 1:
                 self.arrays[plain] = self.arrays.get(plain, -1) + 1
-                path.append(self.arrays[plain])
+                names.append(self.arrays[plain])
             elif plain in self.arrays:
-                path.append(self.arrays[plain])
-        self.table = tuple(path)
-        col = line.index("[") + 1
-        self.doc.positions.setdefault(self.table, (number, col))
-        self.doc.key_positions.setdefault(self.table, (number, col))
+                names.append(self.arrays[plain])
+        self.table = tuple(names)
+        self._record(self.doc.positions, self.table, i)
+        self._record(self.doc.key_positions, self.table, i)
+        newline = text.find("\n", end)
+        return len(text) if newline < 0 else newline + 1
 
+    def _key(self, i: int) -> tuple[list[str], int]:
+        """The parts of a (dotted) key starting at ``i`` and the index after it and its blanks."""
+        text, parts = self.text, []
+        while True:
+            i = _BLANK.match(text, i).end()
+            if i >= len(text):
+                return parts, i
+            if text[i] in "\"'":
+                end = _string_end(text, i)
+                parts.append(_key_text(text[i:end]))
+                i = end
+            else:
+                bare = _BARE.match(text, i)
+                if bare is None:
+                    return parts, i
+                parts.append(bare.group())
+                i = bare.end()
+            i = _BLANK.match(text, i).end()
+            if i >= len(text) or text[i] != ".":
+                return parts, i
+            i += 1
 
-class _InlineScanner:
-    """Positions of the elements of one-line inline arrays and tables."""
-
-    def __init__(self, doc: SourceDoc, line: int):
-        self.doc = doc
-        self.line = line
-
-    def scan(self, text: str, offset: int, path: KeyPath) -> None:
-        stack: list[tuple[KeyPath, int | None]] = []  # (path, next array index or None for table)
-        i = 0
-        expecting_value = True
+    def _value(self, i: int, path: KeyPath) -> int:
+        """Record the value at ``i`` (and, for arrays and inline tables, of every element),
+        iteratively; returns the index after it."""
+        text = self.text
+        stack: list[list[Any]] = []  # [bracket, container path, next index]
         current = path
         while i < len(text):
+            self._record(self.doc.positions, current, i)
             char = text[i]
-            if char == "#":
-                return
             if char in "[{":
-                self.doc.positions.setdefault(current, (self.line, offset + i + 1))
-                stack.append((current, 0 if char == "[" else None))
-                expecting_value = char == "["
-                if char == "[":
-                    current = (*stack[-1][0], 0)
-                i += 1
-                continue
-            if char in "]}":
-                if not stack:
-                    return
-                stack.pop()
-                i += 1
-                continue
-            if char == ",":
-                if stack and stack[-1][1] is not None:
-                    parent, index = stack[-1]
-                    stack[-1] = (parent, index + 1)
-                    current = (*parent, index + 1)
-                    expecting_value = True
-                else:
-                    expecting_value = False
-                i += 1
-                continue
-            if char.isspace():
-                i += 1
-                continue
-            if stack and stack[-1][1] is None and not expecting_value:
-                key = re.match(
-                    r"((?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')(?:\s*\.\s*[A-Za-z0-9_\"'-]+)*)\s*=\s*",
-                    text[i:],
-                )
-                if not key:
-                    return
-                current = (*stack[-1][0], *_split_key(key.group(1)))
-                self.doc.key_positions.setdefault(current, (self.line, offset + i + 1))
-                i += key.end()
-                expecting_value = True
-                continue
-            self.doc.positions.setdefault(current, (self.line, offset + i + 1))
-            i = _skip_value(text, i)
-            expecting_value = False
-        return
+                stack.append([char, current, 0])
+                i = _BLANK_LINES.match(text, i + 1).end()
+                if i < len(text) and text[i] not in "]}":
+                    current, i = self._next_item(stack[-1], i)
+                    if current is None:
+                        return i
+                    continue
+            elif char in "\"'":
+                i = _string_end(text, i)
+            else:
+                i = _SCALAR_END.match(text, i).end()
+            while stack:  # after a value: commas and closing brackets
+                i = _BLANK_LINES.match(text, i).end()
+                if i >= len(text):
+                    return i
+                if text[i] in "]}":
+                    stack.pop()
+                    i += 1
+                    continue
+                if text[i] != ",":
+                    return i
+                i = _BLANK_LINES.match(text, i + 1).end()
+                if i < len(text) and text[i] in "]}":
+                    continue  # a trailing comma
+                stack[-1][2] += 1
+                current, i = self._next_item(stack[-1], i)
+                if current is None:
+                    return i
+                break
+            else:
+                return i
+        return i
+
+    def _next_item(self, top: list[Any], i: int) -> tuple[KeyPath | None, int]:
+        """Path of the next item of an open array or inline table, and where its value is."""
+        bracket, parent, index = top
+        if bracket == "[":
+            return (*parent, index), i
+        start = i
+        parts, i = self._key(i)
+        if not parts or i >= len(self.text) or self.text[i] != "=":
+            return None, i
+        path = (*parent, *parts)
+        self._record(self.doc.key_positions, path, start)
+        return path, _BLANK.match(self.text, i + 1).end()
 
 
-def _skip_value(text: str, i: int) -> int:
-    """Index just past the scalar starting at ``i`` (a string, number, bool or date)."""
-    if text[i] in "\"'":
-        quote = text[i]
-        j = i + 1
-        while j < len(text):
-            if quote == '"' and text[j] == "\\":
-                j += 2
-                continue
-            if text[j] == quote:
-                return j + 1
-            j += 1
-        return j
-    j = i
-    while j < len(text) and text[j] not in ",]}#" and not text[j].isspace():
-        j += 1
-    return max(j, i + 1)
+def _string_end(text: str, i: int) -> int:
+    """Index just past the TOML string starting at ``i`` (any of the four kinds)."""
+    quote = text[i]
+    if text.startswith(quote * 3, i):
+        end = text.find(quote * 3, i + 3)
+        if quote == '"':
+            while end > 0 and _escaped_at(text, end):
+                end = text.find(quote * 3, end + 1)
+        if end < 0:
+            return len(text)
+        while text.startswith(quote, end + 3):  # up to two quotes may end the content
+            end += 1
+        return end + 3
+    j = i + 1
+    while j < len(text) and text[j] != quote and text[j] != "\n":
+        j += 2 if quote == '"' and text[j] == "\\" else 1
+    return j + 1
+
+
+def _escaped_at(text: str, index: int) -> bool:
+    """Whether ``text[index]`` is escaped by an odd run of backslashes."""
+    run = 0
+    while index - run - 1 >= 0 and text[index - run - 1] == "\\":
+        run += 1
+    return run % 2 == 1
+
+
+def _key_text(quoted: str) -> str:
+    """A quoted key as tomllib reads it (escapes decoded)."""
+    if quoted.startswith("'") or "\\" not in quoted:
+        return quoted[1:-1]
+    try:
+        return str(tomllib.loads(f"k = {quoted}")["k"])
+    except (tomllib.TOMLDecodeError, ValueError):
+        return quoted[1:-1]

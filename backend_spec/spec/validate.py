@@ -6,13 +6,18 @@ by :mod:`backend_spec.spec.source`, gives it a stable code, and adds a "did you 
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from backend_spec import codes
-from backend_spec.diagnostics import Diagnostic, format_key_path
+from backend_spec.diagnostics import (
+    MAX_DIAGNOSTICS,
+    Diagnostic,
+    capped,
+    close_matches,
+    format_key_path,
+)
 from backend_spec.spec.fields import MODULE_KINDS, FieldKind, fields_of
 from backend_spec.spec.models import (
     INPUT_TYPES,
@@ -69,12 +74,13 @@ def validate(doc: SourceDoc) -> tuple[SpecModel | None, list[Diagnostic]]:
     ]
     data = {k: v for k, v in data.items() if isinstance(k, str)}
     try:
-        spec, found = _recover(doc, data)
+        spec, found, unlisted = _recover(doc, data)
     except RecursionError:
         return None, [*problems, doc.diagnostic((), codes.TOO_DEEP, "nesting too deep")]
     if spec is not None:
         found += _version_problems(doc, spec)
-    return spec, _dedupe([*problems, *found])
+    found = _dedupe([*problems, *found])
+    return spec, capped(found, len(found) + unlisted)
 
 
 def _version_problems(doc: SourceDoc, spec: SpecModel) -> list[Diagnostic]:
@@ -92,16 +98,25 @@ def _version_problems(doc: SourceDoc, spec: SpecModel) -> list[Diagnostic]:
     ]
 
 
-def _recover(doc: SourceDoc, data: dict[str, Any]) -> tuple[SpecModel | None, list[Diagnostic]]:
+def _recover(
+    doc: SourceDoc, data: dict[str, Any]
+) -> tuple[SpecModel | None, list[Diagnostic], int]:
+    """The spec validated entry by entry, its problems (at most MAX_DIAGNOSTICS built), and
+    how many more were found but not built: 400,000 bad entries must not cost a gigabyte."""
     problems: list[Diagnostic] = []
     set_aside: set[KeyPath] = set()
+    unlisted = 0
 
     def check(model: type[BaseModel], value: Any, prefix: KeyPath) -> Any:
+        nonlocal unlisted
         try:
             return model.model_validate(value)
         except ValidationError as exc:
-            errors = exc.errors()
+            errors = exc.errors(include_url=False)
         for err in errors:
+            if len(problems) > MAX_DIAGNOSTICS:
+                unlisted += 1
+                continue
             problems.append(_diagnostic(doc, data, {**err, "loc": (*prefix, *err["loc"])}))
         kept = _without_bad_fields(model, value, errors)
         if kept is None:
@@ -132,11 +147,11 @@ def _recover(doc: SourceDoc, data: dict[str, Any]) -> tuple[SpecModel | None, li
                 problems.append(_key_type(doc, ("dtype_configs", name)))
     spec = _top_level(doc, data, top, problems, set_aside)
     if spec is None:
-        return None, problems
+        return None, problems, unlisted
     spec = spec.model_copy(update={"patterns": patterns, "dtype_configs": configs})
     spec._pattern_indices = tuple(indices)
     spec._set_aside = frozenset(set_aside)
-    return spec, problems
+    return spec, problems, unlisted
 
 
 #: Fields without which an entry means nothing: when one of them is bad, the entry goes.
@@ -180,8 +195,9 @@ def _top_level(
     try:
         return SpecModel.model_validate(top)
     except ValidationError as exc:
-        errors = exc.errors()
-    problems.extend(_diagnostic(doc, data, err) for err in errors)
+        errors = exc.errors(include_url=False)
+    room = max(0, MAX_DIAGNOSTICS + 1 - len(problems))  # SpecError counts the rest
+    problems.extend(_diagnostic(doc, data, err) for err in errors[:room])
     bad = {str(err["loc"][0]) for err in errors if err["loc"]}
     set_aside.update((key,) for key in bad)
     kept = {k: v for k, v in top.items() if k not in bad}
@@ -308,7 +324,7 @@ def _diagnostic(doc: SourceDoc, data: Any, err: Any) -> Diagnostic:
     if kind == "extra_forbidden":
         key = path[-1]
         allowed = list(model_at(written[:-1]).model_fields)
-        match = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.5)
+        match = close_matches(str(key), allowed, n=1, cutoff=0.5)
         hint = f"did you mean '{match[0]}'?" if match else "allowed keys: " + ", ".join(allowed)
         return doc.diagnostic(path, codes.UNKNOWN_KEY, f"unknown key '{key}'", hint, at_key=True)
     if kind == "missing":
@@ -434,11 +450,11 @@ def _custom_hint(code: str, ctx: dict[str, Any]) -> str:
         bare = value.removeprefix("torch.")
         if bare != value and bare in dtype_names():
             return f"write '{bare}': dtypes are named without 'torch.'"
-        match = difflib.get_close_matches(value, sorted(dtype_names()), n=2)
+        match = close_matches(value, sorted(dtype_names()), n=2)
         return ("did you mean " + " or ".join(f"'{m}'" for m in match) + "?") if match else ""
     choices = ctx.get("choices")
     if choices:  # a closed vocabulary: observation types, input types
-        match = difflib.get_close_matches(str(ctx.get("value")).lower(), choices, n=1)
+        match = close_matches(str(ctx.get("value")).lower(), choices, n=1)
         return f"did you mean '{match[0]}'?" if match else "one of " + ", ".join(choices)
     if code == codes.ONE_PATTERN_FORM:
         return "keep 'pattern' (forward order) unless you need the legacy nested format"

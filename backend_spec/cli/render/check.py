@@ -16,13 +16,13 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from backend_spec.check.golden import known_failures
 from backend_spec.check.results import CheckReport, PatternResult
-from backend_spec.cli.render.console import make_console
+from backend_spec.cli.render.console import escape, make_console, user_text
 
 _STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow"}
 
@@ -35,12 +35,12 @@ def _ms(value: float | None) -> str:
     return "" if value is None else f"{value:.2f}"
 
 
-def _status(status: str) -> str:
-    return f"[{_STYLE[status]}]{status}[/]"
+def _status(status: str) -> Text:
+    return user_text(status, _STYLE[status])
 
 
 def _table(title: str, *columns: str) -> Table:
-    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
+    table = Table(title=user_text(title), box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
     for column in columns:
         table.add_column(column, overflow="fold")
     return table
@@ -56,11 +56,17 @@ def case_table(report: CheckReport, verbose: bool = False) -> Table | None:
     rows = [r for r in report.patterns if verbose or r.status != "pass"]
     if not rows:
         return None
-    title = f"cases of {escape(report.backend)} on {report.engine}"
+    title = f"cases of {report.backend} on {report.engine}"
     table = _table(title, "pattern", "case", "status", "dB", "reason")
     for r in rows:
         sqnr = _db(r.sqnr_db) + ("*" if r.reference_fallback else "")
-        table.add_row(escape(r.pattern), _case_text(r), _status(r.status), sqnr, escape(r.reason))
+        table.add_row(
+            user_text(r.pattern),
+            user_text(_case_text(r)),
+            _status(r.status),
+            sqnr,
+            user_text(r.reason),
+        )
     return table
 
 
@@ -72,12 +78,12 @@ def model_table(report: CheckReport) -> Table:
         sqnr = _db(m.sqnr_db) + ("*" if m.reference_fallback else "") if quantized else ""
         timing = f"{_ms(m.fp32_ms)}/{_ms(m.int8_ms)}" if m.int8_ms is not None else ""
         table.add_row(
-            escape(m.name),
+            user_text(m.name),
             _status(m.status),
             f"{quantized}/{len(m.quantized)} ops",
             sqnr,
             timing,
-            escape(m.reason),
+            user_text(m.reason),
         )
     return table
 
@@ -122,10 +128,10 @@ def print_text(
     if verbose:
         _print_details(report, console)
     for note in report.notes:
-        console.print(f"note: {escape(note)}")
+        console.print(user_text(f"note: {note}"))
     for message in drift or ():
-        console.print(f"[bold red]drift:[/] {escape(message)}")
-    console.print(summary_line(report))
+        console.print(user_text("drift:", "bold red"), user_text(message), highlight=False)
+    console.print(summary_line(report), highlight=False)
 
 
 def _print_details(report: CheckReport, console: Console) -> None:
@@ -133,7 +139,7 @@ def _print_details(report: CheckReport, console: Console) -> None:
         (m.name, m.detail) for m in report.models
     ]:
         if detail:
-            console.print(f"[bold]{escape(key)}[/]: {escape(detail)}", soft_wrap=True)
+            console.print(user_text(key, "bold"), user_text(f": {detail}"), sep="", soft_wrap=True)
 
 
 def to_json_text(
@@ -164,7 +170,7 @@ def progress_bar(*, enabled: bool = True) -> Iterator:
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),
     )
     with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task("", total=None)

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from backend_spec.cli.render.console import escape
 from backend_spec.diagnostics import Diagnostic, Severity
 
 FORMATS = ("text", "json", "github", "sarif")
@@ -28,15 +29,14 @@ def render_text(diagnostics: Iterable[Diagnostic], color: bool = False) -> str:
     lines = []
     for d in diagnostics:
         severity = d.severity.value
+        location, message = escape(d.location()), escape(d.message)
         if color:
             style = _STYLES[d.severity]
-            text = (
-                f"\x1b[1m{d.location()}\x1b[0m: \x1b[{style}m{severity} {d.code}\x1b[0m {d.message}"
-            )
+            text = f"\x1b[1m{location}\x1b[0m: \x1b[{style}m{severity} {d.code}\x1b[0m {message}"
         else:
-            text = f"{d.location()}: {severity} {d.code} {d.message}"
+            text = f"{location}: {severity} {d.code} {message}"
         if d.hint:
-            text += f"\n    hint: {d.hint}"
+            text += f"\n    hint: {escape(d.hint)}"
         lines.append(text)
     return "\n".join(lines) + ("\n" if lines else "")
 
@@ -86,7 +86,7 @@ def render_json(diagnostics: Iterable[Diagnostic]) -> str:
 
 
 def _github_escape(text: str, *, property_value: bool = False) -> str:
-    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    text = escape(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
     if property_value:
         text = text.replace(":", "%3A").replace(",", "%2C")
     return text

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from backend_spec.build.compiler import Compiled, pattern_key
-from backend_spec.cli.render.console import make_console
+from backend_spec.cli.render.console import make_console, user_text
 from backend_spec.names.labels import config_label, object_label
 from backend_spec.names.naming import observation_type_name
 from backend_spec.spec.fields import MODULE_KINDS, fields_of
@@ -34,15 +34,19 @@ def counts(backend_config: Any) -> dict[str, int]:
 def print_summary(backend_config: Any, spec: Path) -> None:
     n = counts(backend_config)
     _console().print(
-        f"[bold green]ok[/] {spec}: backend [bold]{backend_config.name}[/] with "
-        f"{n['patterns']} patterns ({n['quantized']} quantized, {n['fusions']} fusions) "
-        f"and {n['dtype_configs']} distinct dtype configs"
+        user_text("ok", "bold green"),
+        user_text(f"{spec}: backend"),
+        user_text(backend_config.name, "bold"),
+        user_text(
+            f"with {n['patterns']} patterns ({n['quantized']} quantized, {n['fusions']} "
+            f"fusions) and {n['dtype_configs']} distinct dtype configs"
+        ),
     )
 
 
 def print_pattern_table(compiled: Compiled) -> None:
     bc = compiled.backend_config
-    table = Table(title=f"{bc.name}: {len(bc.configs)} patterns", title_justify="left")
+    table = Table(title=user_text(f"{bc.name}: {len(bc.configs)} patterns"), title_justify="left")
     for column in ("#", "pattern", "observation", "dtype configs", "modules", "from"):
         table.add_column(column, overflow="fold")
     for i, config in enumerate(bc.configs, start=1):
@@ -55,10 +59,10 @@ def print_pattern_table(compiled: Compiled) -> None:
         )
         table.add_row(
             str(i),
-            config_label(config),
+            user_text(config_label(config)),
             observation_type_name(config.observation_type).replace("_", " "),
             str(len(config.dtype_configs)),
-            modules,
-            where,
+            user_text(modules),
+            user_text(where),
         )
     _console().print(table)

@@ -1,0 +1,164 @@
+"""The hostile corpus (docs/security.md): every input fails with one clear diagnostic at the
+expected code and line (or loads, for inputs aimed at later stages), within 2 s and 200 MB.
+
+Static inputs live in tests/hostile/ with an ``# expect: CODE LINE`` (or ``# expect: OK``)
+first line; inputs too large to keep in the repository are generated below.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import backend_spec
+from backend_spec import SpecError
+
+CORPUS = Path(__file__).parent / "hostile"
+FILES = sorted(CORPUS.iterdir())
+_EXPECT = re.compile(r"# expect: (OK|BS\d+ \d+)")
+SECONDS, MEGABYTES = 2.0, 200
+
+
+def expected(path: Path) -> tuple[str, int] | None:
+    match = _EXPECT.match(path.read_bytes()[:40].decode())
+    assert match, f"{path.name} needs an '# expect:' first line"
+    if match.group(1) == "OK":
+        return None
+    code, line = match.group(1).split()
+    return code, int(line)
+
+
+def outcome(load: Callable[[], object]) -> SpecError | None:
+    try:
+        load()
+    except SpecError as error:
+        return error
+    return None
+
+
+def check_bounded(load: Callable[[], object], want: tuple[str, int] | None) -> None:
+    """One load timed, one under tracemalloc; the diagnostic's code and line as expected."""
+    start = time.perf_counter()
+    error = outcome(load)
+    elapsed = time.perf_counter() - start
+    tracemalloc.start()
+    try:
+        outcome(load)
+        peak = tracemalloc.get_traced_memory()[1] / 2**20
+    finally:
+        tracemalloc.stop()
+    assert elapsed < SECONDS, f"took {elapsed:.2f} s"
+    assert peak < MEGABYTES, f"peaked at {peak:.0f} MB"
+    if want is None:
+        assert error is None, error
+        return
+    assert error is not None, "loaded, but should have failed"
+    first = error.diagnostics[0]
+    assert (first.code, first.line) == want, str(error)
+    assert all(d.line >= 1 and d.column >= 1 for d in error.diagnostics), str(error)
+    assert all(d.code != "BS900" for d in error.diagnostics), str(error)
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+def test_hostile_file(path: Path) -> None:
+    check_bounded(lambda: backend_spec.load(path), expected(path))
+
+
+def _many_unknown_names(n: int) -> str:
+    entries = "".join(f"  - pattern: nn.Conv{i}dd\n" for i in range(n))
+    return f"name: x\npatterns:\n{entries}"
+
+
+def _many_unknown_dtype_configs(n: int) -> str:
+    defined = "".join(f"  c{i}: {{input_dtype: quint8}}\n" for i in range(n))
+    used = "".join(f"  - {{pattern: 'method:m{i}', dtype_configs: [d{i}]}}\n" for i in range(n))
+    return f"name: x\ndtype_configs:\n{defined}patterns:\n{used}"
+
+
+def _toml_long_inline_table(n: int) -> str:
+    keys = ", ".join(f"k{i} = 1" for i in range(n))
+    return f'name = "x"\npatterns = 1\nx-t = {{{keys}}}\n'
+
+
+def _toml_too_many_nodes(n: int) -> str:
+    return 'name = "x"\nx-a = [' + ",".join("1" for _ in range(n)) + "]\n"
+
+
+def _many_errors(n: int) -> str:
+    return "name: x\npatterns:\n" + "  - 1\n" * n
+
+
+def _deep_and_wide(depth: int, width: int) -> str:
+    """A valid spec whose x- key holds many deep values: position bookkeeping stays linear."""
+    item = "[" * depth + "1" + "]" * depth
+    return "name: x\nx-deep:\n" + f"  - {item}\n" * width + "patterns:\n  - pattern: nn.ReLU\n"
+
+
+GENERATED = {
+    # "did you mean" for thousands of unknown names: linear, not quadratic
+    "unknown_names_2000": ("yaml", lambda: _many_unknown_names(2000), ("BS300", 3)),
+    "unknown_dtype_configs_2000": (
+        "yaml",
+        lambda: _many_unknown_dtype_configs(2000),
+        ("BS401", 2004),
+    ),
+    # the TOML position scanner on one long line
+    "toml_inline_table_30k_keys": (
+        "toml",
+        lambda: _toml_long_inline_table(30_000),
+        ("BS203", 2),
+    ),
+    # the TOML node cap, checked before tomllib builds anything
+    "toml_600k_nodes": ("toml", lambda: _toml_too_many_nodes(600_000), ("BS105", 2)),
+    # 60,000 errors: a bounded number of diagnostics
+    "errors_60k": ("yaml", lambda: _many_errors(60_000), ("BS203", 3)),
+    "deep_and_wide_valid": ("yaml", lambda: _deep_and_wide(60, 800), None),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(GENERATED))
+def test_generated_hostile_input(case: str, tmp_path: Path) -> None:
+    fmt, make, want = GENERATED[case]
+    path = tmp_path / f"{case}.{fmt}"
+    path.write_text(make(), encoding="utf-8")
+    check_bounded(lambda: backend_spec.load(path), want)
+
+
+def test_diagnostics_are_capped_with_a_count() -> None:
+    # 5000 bad entries of one list: 200 diagnostics built, the rest counted
+    error = outcome(lambda: backend_spec.loads(_many_errors(5000)))
+    assert error is not None
+    assert len(error.diagnostics) == 201
+    assert error.diagnostics[-1].code == "BS108"
+    assert "4800 more problem(s)" in error.diagnostics[-1].message
+    # 300 unknown keys in 150 short mappings: every error found, the rest counted
+    entries = "".join(f"  - {{pattern: 'method:m{i}', a{i}: 1, b{i}: 1}}\n" for i in range(150))
+    error = outcome(lambda: backend_spec.loads(f"name: x\npatterns:\n{entries}"))
+    assert error is not None and len(error.diagnostics) == 201
+    assert "100 more problem(s)" in error.diagnostics[-1].message
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_fifo_and_device_are_refused_without_reading(tmp_path: Path) -> None:
+    fifo = tmp_path / "spec.yaml"
+    os.mkfifo(fifo)
+    zero = tmp_path / "zero.yaml"
+    zero.symlink_to("/dev/zero")
+    folder = tmp_path / "dir.yaml"
+    folder.mkdir()
+    for path in (fifo, zero, folder):
+        check_bounded(lambda p=path: backend_spec.load(p), ("BS100", 1))
+
+
+def test_oversized_file_is_refused_before_reading(tmp_path: Path) -> None:
+    big = tmp_path / "big.yaml"
+    with open(big, "wb") as handle:
+        handle.truncate(64 * 2**20)  # sparse: 64 MB that cost nothing to make
+    check_bounded(lambda: backend_spec.load(big), ("BS105", 1))
