@@ -19,7 +19,7 @@ from backend_spec.diagnostics import Diagnostic, SpecError
 from backend_spec.names.resolver import Resolver
 from backend_spec.names.vocabulary import BUILTIN_BACKENDS, builtin_backend_config
 from backend_spec.spec.models import SpecModel
-from backend_spec.spec.source import SourceDoc, decode, format_for, parse
+from backend_spec.spec.source import SourceDoc, format_for, parse, read_text
 from backend_spec.spec.validate import validate
 
 MAX_EXTENDS_DEPTH = 16
@@ -107,13 +107,7 @@ def read_source(path: Path, fmt: str | None = None) -> SourceDoc:
         raise SpecError(
             [Diagnostic(file, 0, 0, codes.UNREADABLE, str(exc), "use .yaml, .yml or .toml")]
         ) from None
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise SpecError(
-            [Diagnostic(file, 0, 0, codes.UNREADABLE, f"cannot read: {exc.strerror or exc}")]
-        ) from None
-    return parse(decode(raw, file), file, fmt, recover=True)
+    return parse(read_text(path), file, fmt, recover=True)
 
 
 def _compile_path(path: Path, resolver: Resolver, chain: tuple[Path, ...]) -> Compiled:
@@ -176,7 +170,8 @@ def build(
     result = Compiled(_torch.BackendConfig(spec.name), doc=doc, spec=spec)
     if base is not None:
         _inherit(result, base)
-    _remove(result, removals, doc, problems)
+    result.dtype_config_names.update(compiler.dtype_config_names())
+    _remove(result, removals, doc, spec, problems)
     for index, config in entries:
         key = pattern_key(config)
         result.backend_config.set_backend_pattern_config(config)
@@ -196,6 +191,7 @@ def meaning_errors(built: Built, resolver: Resolver) -> list[Diagnostic]:
 
 
 def _inherit(result: Compiled, base: Compiled) -> None:
+    result.dtype_config_names.update(base.dtype_config_names)
     for config in base.backend_config.configs:
         key = pattern_key(config)
         result.backend_config.set_backend_pattern_config(config)
@@ -203,7 +199,11 @@ def _inherit(result: Compiled, base: Compiled) -> None:
 
 
 def _remove(
-    result: Compiled, removals: list[tuple[Any, Any]], doc: SourceDoc, out: list[Diagnostic]
+    result: Compiled,
+    removals: list[tuple[Any, Any]],
+    doc: SourceDoc,
+    spec: SpecModel,
+    out: list[Diagnostic],
 ) -> None:
     table = result.backend_config._pattern_complex_format_to_config
     for path, key in removals:
@@ -211,12 +211,14 @@ def _remove(
             del table[key]
             result.origins.pop(key, None)
         else:
+            written = spec.remove[path[-1]]
+            pattern = written if isinstance(written, str) else f"[{', '.join(written)}]"
             out.append(
                 doc.diagnostic(
                     path,
                     codes.REMOVE_UNKNOWN,
-                    "this pattern is not among the base's patterns",
-                    "check the spelling; `bespec show` lists what the base has",
+                    f"pattern {pattern} is not among the patterns of base '{spec.extends}'",
+                    f"check the spelling; `bespec show {spec.extends}` lists the base's patterns",
                 )
             )
 

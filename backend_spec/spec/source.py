@@ -144,6 +144,19 @@ def decode(raw: bytes, file: str) -> str:
     return text
 
 
+def read_text(path: Path) -> str:
+    """A spec file's text, read as every command reads it: SpecError when it cannot be read,
+    is too large or is not UTF-8."""
+    file = str(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise SpecError(
+            [Diagnostic(file, 0, 0, codes.UNREADABLE, f"cannot read: {exc.strerror or exc}")]
+        ) from None
+    return decode(raw, file)
+
+
 def parse(text: str, file: str, fmt: str, *, recover: bool = False) -> SourceDoc:
     """Parse spec text of the given format; raises SpecError on syntax problems.
 
