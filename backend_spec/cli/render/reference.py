@@ -165,7 +165,7 @@ def type_text(node: dict[str, Any]) -> str:
         return " or ".join(words)
     if "const" in node:
         return f"`{node['const']}`"
-    if "enum" in node:
+    if "enum" in node and len(node["enum"]) <= _LONGEST_ENUM:
         return " or ".join(f"`{value}`" for value in node["enum"])
     kind = node.get("type")
     if kind == "string":
@@ -180,6 +180,10 @@ def type_text(node: dict[str, Any]) -> str:
     return {"integer": "integer", "number": "number", "boolean": "`true` / `false`"}.get(
         str(kind), "any"
     )
+
+
+#: An enum with more values than this is named by its kind (``dtype``), not listed.
+_LONGEST_ENUM = 6
 
 
 def _string_text(node: dict[str, Any]) -> str:
