@@ -5,16 +5,22 @@ PY     := $(VENV)/bin/python
 BESPEC := $(VENV)/bin/bespec
 STAMP  := $(VENV)/.installed
 BUILTINS := native fbgemm qnnpack x86 onednn executorch tensorrt
+# The repository's specs point editors at the schema shipped inside the package.
+SCHEMA_REF := ../backend_spec/schema/backend-spec.schema.json
 
 .PHONY: demo test lint fmt specs schema docs aten-table bench clean
 
+# pip runs twice quiet (errors still show). The editable install uses setuptools' "compat"
+# mode: a .pth file with the checkout, the layout this repository has anyway.
+PIP := $(PY) -m pip install --quiet --quiet
+
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+	$(PIP) --upgrade pip
 	# The CPU wheel: an unpinned torch would pull gigabytes of CUDA packages.
-	$(PY) -m pip install --quiet torch==2.13.0
+	$(PIP) torch==2.13.0
 	# torchao (the pt2e extra) is pinned; pip keeps the torch installed above.
-	$(PY) -m pip install --quiet -e '.[dev,pt2e]'
+	$(PIP) --config-settings editable_mode=compat -e '.[dev,pt2e]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -35,7 +41,7 @@ fmt: $(STAMP)
 	$(PY) -m ruff check --fix backend_spec tests benchmarks cli.py
 
 schema: $(STAMP)
-	$(BESPEC) schema > schemas/backend-spec.schema.json
+	$(PY) -m backend_spec.spec.schema
 
 docs: $(STAMP)
 	$(PY) -m backend_spec.cli.render.reference docs
@@ -45,11 +51,12 @@ aten-table: $(STAMP)
 	$(PY) -m backend_spec.pt2e.aten
 
 specs: $(STAMP)
-	for n in $(BUILTINS); do $(BESPEC) export $$n -o specs/$$n.yaml || exit 1; done
+	for n in $(BUILTINS); do $(BESPEC) export $$n -o specs/$$n.yaml --schema-ref $(SCHEMA_REF) || exit 1; done
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_load.py
 	$(PY) benchmarks/bench_pt2e.py
+	$(PY) benchmarks/bench_startup.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -11,6 +11,7 @@ from torch.ao.quantization.backend_config import ObservationType
 from torch.ao.quantization.utils import MatchAllNode
 
 import backend_spec
+from backend_spec import codes
 from backend_spec.analysis.compare import describe
 from backend_spec.names.fusers import sequential_class
 
@@ -191,6 +192,19 @@ def test_extends_builtin_replaces_and_removes(tmp_path):
     assert set(fbgemm) - set(got) == {"nn.ReLU6"}
     assert got["nn.Linear"]["observation_type"] != fbgemm["nn.Linear"]["observation_type"]
     assert list(got) == [k for k in fbgemm if k != "nn.ReLU6"]
+
+
+def test_removing_a_pattern_the_base_lacks_names_the_pattern_and_the_base():
+    text = "name: child\nextends: qnnpack\nremove: [nn.Conv2d, [nn.Linear, nn.Tanh]]\n"
+    with pytest.raises(backend_spec.SpecError) as info:
+        backend_spec.loads(text)
+    (problem,) = info.value.diagnostics
+    assert problem.code == codes.REMOVE_UNKNOWN
+    assert (problem.line, problem.column) == (3, 21)
+    assert problem.message == (
+        "pattern [nn.Linear, nn.Tanh] is not among the patterns of base 'qnnpack'"
+    )
+    assert "bespec show qnnpack" in problem.hint
 
 
 def test_extends_relative_path_and_cycle(tmp_path):

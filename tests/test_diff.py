@@ -26,8 +26,8 @@ def run(*args: str):
 def edited_tutorial(tmp_path: Path) -> str:
     text = (ROOT / "specs" / "tutorial.yaml").read_text()
     text = text.replace(
-        "scale_min_lower_bound: 0.000244140625}\n    weight",
-        "scale_min_lower_bound: 0.001}\n    weight",
+        "scale_min_lower_bound: 0.000244140625\n    weight",
+        "scale_min_lower_bound: 0.001\n    weight",
     )
     text = text.replace(
         "  # Quantize linear.\n", "  - pattern: nn.Sigmoid\n    dtype_configs: [weighted_int8]\n"
@@ -60,7 +60,21 @@ def test_field_level_changes(tmp_path: Path) -> None:
     result = run("diff", TUTORIAL, edited)
     assert result.exit_code == 1
     assert "+ nn.Sigmoid" in result.stdout
-    assert "    qat_module: nniqat.ConvReLU2d -> None" in result.stdout
+    assert "    qat_module: nniqat.ConvReLU2d -> unset" in result.stdout
+    assert "1 added, 0 removed, 3 changed patterns\n" in result.stdout
+
+
+def test_text_shows_values_in_spec_syntax() -> None:
+    result = run("diff", "native", "executorch")
+    assert result.exit_code == 1
+    assert "~ name: native -> executorch\n" in result.stdout
+    assert "Ref(" not in result.stdout and "None" not in result.stdout
+    assert "'" not in result.stdout  # no Python string reprs
+    # a dtype config list that changed length is shown item by item, long mappings key by key
+    assert "      + input_dtype: {dtype: qint8, scale_min_lower_bound: 0.000244140625}\n" in (
+        result.stdout
+    )
+    assert max(len(line) for line in result.stdout.splitlines()) <= 100
 
 
 def test_json(tmp_path: Path) -> None:

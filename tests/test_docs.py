@@ -31,7 +31,7 @@ def test_tutorial_page() -> None:
     assert result.exit_code == 0, result.output
     page = result.stdout
     assert page.startswith("# Backend `my_backend`")
-    assert "3 patterns: 3 quantized, 1 fusion, 1 distinct dtype config." in page
+    assert "3 patterns: 2 quantized, 1 fusion, 1 distinct dtype config." in page
     fusions, linear, conv = tables(page)
     assert fusions[2] == ["`(nn.Conv2d, nn.ReLU)`", "nni.ConvReLU2d", "sequential nni.ConvReLU2d"]
     assert linear[2] == [

@@ -35,6 +35,7 @@ from backend_spec.names.vocabulary import (
     METHOD_PREFIX,
     SPECIAL_NAMES,
 )
+from backend_spec.spec.schema import SCHEMA_NAME, schema_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -46,6 +47,8 @@ F = torch.nn.functional
 nni = torch.ao.nn.intrinsic
 SPECS = Path(__file__).resolve().parent.parent / "specs"
 BUILTINS = list(BUILTIN_BACKENDS)
+#: Where the repository's specs point editors (``make specs``): the schema in the package.
+REPO_SCHEMA_REF = "../backend_spec/schema/backend-spec.schema.json"
 
 
 @functools.cache
@@ -55,7 +58,7 @@ def builtin(name: str) -> BackendConfig:
 
 @functools.cache
 def builtin_text(name: str, fmt: str = "yaml") -> str:
-    return dump(builtin(name), format=fmt)
+    return dump(builtin(name), format=fmt, schema_ref=REPO_SCHEMA_REF)
 
 
 def walk_resolve(name: str) -> Any:
@@ -315,7 +318,7 @@ def test_yaml_and_toml_parse_to_the_same_document(name: str) -> None:
     expected = build_document(builtin(name)).to_dict()
     yaml_text = builtin_text(name, "yaml")
     assert yaml_text.startswith(
-        "# yaml-language-server: $schema=../schemas/backend-spec.schema.json\nspec_version: 1\n"
+        f"# yaml-language-server: $schema={REPO_SCHEMA_REF}\nspec_version: 1\n"
     )
     assert YAML(typ="safe").load(yaml_text) == expected  # libyaml-based parser
     assert YAML(typ="safe", pure=True).load(yaml_text) == expected
@@ -407,7 +410,7 @@ def test_dump_is_byte_identical_across_processes() -> None:
     out = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
     )
-    assert out.stdout == builtin_text("x86")
+    assert out.stdout == dump(builtin("x86"))
 
 
 def test_observation_types_and_optional_fields() -> None:
@@ -434,7 +437,9 @@ def test_python_m_entry_point_writes_a_file(tmp_path: Path) -> None:
         text=True,
     )
     assert ok.returncode == 0, ok.stderr
-    assert out.read_text() == builtin_text("tensorrt", "toml")
+    assert out.read_text() == dump(builtin("tensorrt"), format="toml")
+    assert out.read_text().startswith(f"#:schema {SCHEMA_NAME}\n")
+    assert (tmp_path / SCHEMA_NAME).read_text() == schema_text()  # the reference resolves
     bad = subprocess.run(
         [sys.executable, "-m", "backend_spec", "export", "nope"], capture_output=True, text=True
     )

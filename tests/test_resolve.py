@@ -86,8 +86,9 @@ def test_refused_names_import_nothing():
         [
             sys.executable,
             "-c",
-            "import backend_spec, sys; print(' '.join(m for m in "
-            "('subprocess', 'json', 'torch._dynamo', 'torch.onnx') if m in sys.modules))",
+            "import backend_spec._torch, backend_spec.names.resolver, sys\n"
+            "print(' '.join(m for m in ('subprocess', 'json', 'torch._dynamo', 'torch.onnx')"
+            " if m in sys.modules))",
         ],
         capture_output=True,
         text=True,

@@ -507,36 +507,36 @@ _STYLES = {
 
 
 def print_explanation(report: Explanation, console: Any) -> None:
-    """A rich table of the nodes, then the spec's patterns that matched nothing."""
-    from rich.table import Table
+    """A table of the nodes, then the spec's patterns that matched nothing (the console is
+    bespec's, :func:`backend_spec.cli.render.console.make_console`: no markup)."""
+    from rich.text import Text
 
-    from backend_spec.cli.render.console import user_text
+    from backend_spec.cli.render.console import plural, print_table, user_text
 
-    table = Table(title=user_text(f"backend {report.backend}"), title_justify="left")
-    for column in ("node", "op", "pattern", "outcome", "why"):
-        table.add_column(column, overflow="fold")
-    for node in report.nodes:
-        style = _STYLES.get(node.outcome, "")
-        pattern = node.pattern or ""
-        if node.fused_from:
-            pattern = f"{pattern} (fused from {node.fused_from})".strip()
-        table.add_row(
-            user_text(node.node),
-            user_text(node.op),
-            user_text(pattern),
-            user_text(node.outcome, style),
-            user_text("\n").join(user_text(reason) for reason in node.reasons),
-        )
-    console.print(table)
+    rows = [
+        [
+            node.node,
+            node.op,
+            f"{node.pattern or ''} (fused from {node.fused_from})".strip()
+            if node.fused_from
+            else node.pattern or "",
+            Text(node.outcome, style=_STYLES.get(node.outcome, "")),
+            " ".join(node.reasons),
+        ]
+        for node in report.nodes
+    ]
+    headers = ("node", "op", "pattern", "outcome", "why")
+    print_table(console, f"backend {report.backend}", headers, rows)
     if report.unmatched_patterns:
-        console.print("[bold]Patterns of the spec that matched nothing:[/]")
+        console.print(Text("Patterns of the spec that matched nothing:", style="bold"))
         for label in report.unmatched_patterns:
             console.print(user_text(f"  {label}"))
     if report.unmatched_inherited:
-        console.print(f"({report.unmatched_inherited} inherited patterns matched nothing)")
+        inherited = plural(report.unmatched_inherited, "inherited pattern")
+        console.print(f"({inherited} matched nothing)")
     skipped = sum(1 for n in report.nodes if n.outcome == "skipped")
     quantized = sum(1 for n in report.nodes if n.outcome == "quantized")
-    console.print(f"{quantized} node(s) quantized, {skipped} matched but skipped.")
+    console.print(f"{plural(quantized, 'node')} quantized, {skipped} matched but skipped.")
 
 
 def explain_compiled(

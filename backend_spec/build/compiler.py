@@ -60,6 +60,8 @@ class Compiled:
     #: The source and validated model it came from (None for a built-in base).
     doc: SourceDoc | None = None
     spec: SpecModel | None = None
+    #: The spec's name of each named DTypeConfig object, by ``id`` (for ``bespec show``).
+    dtype_config_names: dict[int, str] = field(default_factory=dict)
 
 
 def pattern_key(config: Any) -> Any:
@@ -84,7 +86,8 @@ class Compiler:
     def name(self, path: KeyPath, name: str, kind: Kind) -> Any:
         """Resolve ``name`` at ``path``; None (with a diagnostic) when it cannot be used."""
         try:
-            return self.resolver.resolve(name, kind)
+            field = next((p for p in reversed(path) if isinstance(p, str)), "")
+            return self.resolver.resolve(name, kind, f"'{field}'" if field else "this field")
         except NameProblem as problem:
             self.problem(path, problem.code, problem.message, problem.hint)
             return None
@@ -132,6 +135,10 @@ class Compiler:
                 return None
             self._named_dtype_configs[name] = self.dtype_config(model)
         return self._named_dtype_configs[name]
+
+    def dtype_config_names(self) -> dict[int, str]:
+        """The spec's name of each named DTypeConfig built so far, by object ``id``."""
+        return {id(dc): name for name, dc in self._named_dtype_configs.items() if dc is not None}
 
     # -- patterns ---------------------------------------------------------------------------
 

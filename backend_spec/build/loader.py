@@ -223,7 +223,8 @@ def build(
     result = Compiled(_torch.BackendConfig(spec.name), doc=doc, spec=spec)
     if base is not None:
         _inherit(result, base)
-    _remove(result, removals, doc, problems)
+    result.dtype_config_names.update(compiler.dtype_config_names())
+    _remove(result, removals, doc, spec, problems)
     for index, config in entries:
         key = pattern_key(config)
         result.backend_config.set_backend_pattern_config(config)
@@ -243,6 +244,7 @@ def meaning_errors(built: Built, resolver: Resolver) -> list[Diagnostic]:
 
 
 def _inherit(result: Compiled, base: Compiled) -> None:
+    result.dtype_config_names.update(base.dtype_config_names)
     for config in base.backend_config.configs:
         key = pattern_key(config)
         result.backend_config.set_backend_pattern_config(config)
@@ -250,7 +252,11 @@ def _inherit(result: Compiled, base: Compiled) -> None:
 
 
 def _remove(
-    result: Compiled, removals: list[tuple[Any, Any]], doc: SourceDoc, out: list[Diagnostic]
+    result: Compiled,
+    removals: list[tuple[Any, Any]],
+    doc: SourceDoc,
+    spec: SpecModel,
+    out: list[Diagnostic],
 ) -> None:
     table = result.backend_config._pattern_complex_format_to_config
     for path, key in removals:
@@ -258,12 +264,14 @@ def _remove(
             del table[key]
             result.origins.pop(key, None)
         else:
+            written = spec.remove[path[-1]]
+            pattern = written if isinstance(written, str) else f"[{', '.join(written)}]"
             out.append(
                 doc.diagnostic(
                     path,
                     codes.REMOVE_UNKNOWN,
-                    "this pattern is not among the base's patterns",
-                    "check the spelling; `bespec show` lists what the base has",
+                    f"pattern {pattern} is not among the patterns of base '{spec.extends}'",
+                    f"check the spelling; `bespec show {spec.extends}` lists the base's patterns",
                 )
             )
 

@@ -1,5 +1,10 @@
 """The ``bespec`` command line. This layer only parses arguments and picks a reporter; the work
-lives in the pipeline modules. Exit codes: 0 ok, 1 problems found, 2 misuse."""
+lives in the pipeline modules. Exit codes: 0 ok, 1 problems found, 2 misuse.
+
+Startup is part of the interface: every heavy import (torch above all, but also pydantic and
+rich) happens inside the command that needs it, so ``--help``, ``--version``, ``schema``,
+``init`` and ``fmt`` answer without loading torch (``benchmarks/bench_startup.py``).
+The format these commands read is described in ``docs/format.md``."""
 
 from __future__ import annotations
 
@@ -15,10 +20,11 @@ from backend_spec.quiet import silence_globally
 
 app = typer.Typer(
     name="bespec",
-    help="Compile, check and lint declarative PyTorch quantization backend specs.",
+    help="Compile, check and lint declarative PyTorch quantization backend specs. "
+    "The format is described in bespec's docs/format.md; `bespec schema` prints its JSON Schema.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -50,9 +56,50 @@ AllowExtendsOutside = Annotated[
     ),
 ]
 SpecArg = Annotated[Path, typer.Argument(help="A spec file (.yaml, .yml or .toml).")]
+
+
+def complete_backend(incomplete: str) -> list[str]:
+    """Shell completion of built-in backend names (files complete as usual when none match)."""
+    from backend_spec.names.vocabulary import BUILTIN_BACKENDS
+
+    return [name for name in BUILTIN_BACKENDS if name.startswith(incomplete)]
+
+
 BackendArg = Annotated[
-    str, typer.Argument(help="A spec file, a built-in backend (fbgemm, x86...) or module:attr.")
+    str,
+    typer.Argument(
+        help="A spec file, a built-in backend (fbgemm, x86...) or module:attr.",
+        autocompletion=complete_backend,
+    ),
 ]
+SchemaRef = Annotated[
+    str | None,
+    typer.Option(
+        "--schema-ref",
+        help="Where the file's $schema comment points (a path relative to it, or a URL). "
+        "Default: a copy of the schema written beside the file.",
+    ),
+]
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from backend_spec import __version__
+
+        typer.echo(f"bespec {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Options that come before the command."""
 
 
 def format_option(*choices: str, help: str) -> Any:  # noqa: A002 (typer's keyword)
@@ -77,6 +124,24 @@ def write_output(text: str, output: Path | None) -> None:
         return
     write_file(output, text)
     typer.echo(f"wrote {output}", err=True)
+
+
+def write_spec(text: str, output: Path | None, schema_ref: str | None) -> None:
+    """A spec a command writes; with the default reference, also the schema its first line
+    points at, beside it (so that the reference works wherever the file is)."""
+    write_output(text, output)
+    if output is not None and schema_ref is None:
+        from backend_spec.spec.schema import write_beside
+
+        if (schema := write_beside(output)) is not None:
+            typer.echo(f"wrote {schema}", err=True)
+
+
+def output_format(fmt: str | None, output: Path | None) -> str:
+    """The format of a written spec: --format, else the suffix of -o, else yaml."""
+    if fmt is not None:
+        return fmt
+    return "toml" if output is not None and output.suffix == ".toml" else "yaml"
 
 
 def fail_usage(message: str) -> typer.Exit:
@@ -127,13 +192,12 @@ def _terminal_safe(text: str) -> str:
 def report_errors(error: SpecError, grouped: bool = False) -> typer.Exit:
     """Print a SpecError's diagnostics to stderr; exit 1. ``grouped``: one entry per cause
     with a count (export refusals, where hundreds of patterns share one cause)."""
-    from backend_spec.cli.render.console import use_color
+    from backend_spec.cli.render.console import plural, use_color
     from backend_spec.cli.render.diagnostics import render_grouped, render_text
 
     render = render_grouped if grouped else render_text
     sys.stderr.write(render(error.diagnostics, color=use_color(sys.stderr)))
-    count = len(error.diagnostics)
-    typer.echo(f"{count} problem{'s' if count != 1 else ''} found.", err=True)
+    typer.echo(f"{plural(len(error.diagnostics), 'problem')} found.", err=True)
     return typer.Exit(1)
 
 
@@ -171,7 +235,7 @@ def load_ref(
 def compile_reporting(spec: Path, allow_import: list[str] | None, extends_outside: bool = False):
     """Compile SPEC for ``bespec compile``: errors (exit 1) and lint findings (warnings) go to
     stderr together; the project's [tool.bespec] select/ignore apply, as for ``bespec lint``."""
-    from backend_spec.cli.render.console import use_color
+    from backend_spec.cli.render.console import plural, use_color
     from backend_spec.cli.render.diagnostics import render_text
     from backend_spec.lint.registry import Selection, select_rules
     from backend_spec.lint.runner import compile_report
@@ -190,8 +254,7 @@ def compile_reporting(spec: Path, allow_import: list[str] | None, extends_outsid
     found = [d for d in found if d.severity is not Severity.INFO]  # notes are for `bespec lint`
     if found:
         sys.stderr.write(render_text(found, color=use_color(sys.stderr)))
-        count = len(found)
-        typer.echo(f"{count} warning{'s' if count != 1 else ''}.", err=True)
+        typer.echo(f"{plural(len(found), 'warning')}.", err=True)
     return compiled
 
 
@@ -276,13 +339,40 @@ def show_command(
 
 
 @app.command("schema")
-def schema_command() -> None:
-    """Print the JSON Schema of the spec format."""
-    import json
+def schema_command(
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write here.")] = None,
+) -> None:
+    """Print (or write) the JSON Schema of the spec format, for editors and validators."""
+    from backend_spec.spec.schema import schema_text
 
-    from backend_spec.spec.models import json_schema
+    write_output(schema_text(), output)
 
-    typer.echo(json.dumps(json_schema(), indent=2))
+
+@app.command("init")
+def init_command(
+    name: Annotated[str, typer.Argument(help="The backend's name (letters, digits, _ and -).")],
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="The file (default: NAME.yaml).")
+    ] = None,
+    fmt: Annotated[
+        str | None,
+        format_option("yaml", "toml", help="yaml or toml (default: from -o, else yaml)."),
+    ] = None,
+    schema_ref: SchemaRef = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+) -> None:
+    """Write a starter spec for a new backend (and the schema its editors use, beside it)."""
+    from backend_spec.spec.schema import SCHEMA_NAME
+    from backend_spec.spec.starter import starter_text, valid_name
+
+    if not valid_name(name):
+        raise fail_usage(f"{name!r} is not a backend name: use letters, digits, _ and -")
+    fmt = output_format(fmt, output)
+    output = output or Path(f"{name}.{fmt}")
+    if output.exists() and not force:
+        raise fail_usage(f"{output} exists; use --force to overwrite it")
+    write_spec(starter_text(name, fmt, schema_ref or SCHEMA_NAME), output, schema_ref)
+    typer.echo(f"next: bespec compile {output}", err=True)
 
 
 @app.command("export")
@@ -306,13 +396,14 @@ def export_command(
             "default for module:attr: the clearly closest built-in, if any) or 'none'.",
         ),
     ] = None,
+    schema_ref: SchemaRef = None,
 ) -> None:
     """Write a BackendConfig as a spec."""
     from backend_spec.export import build_document, emit, name_from_ref
     from backend_spec.export.document import foreign_packages
+    from backend_spec.spec.schema import SCHEMA_NAME
 
-    if fmt is None:
-        fmt = "toml" if output is not None and output.suffix == ".toml" else "yaml"
+    fmt = output_format(fmt, output)
     chosen = _export_base(name, base)  # checked before any import or work
     check_output_path(output)
     config = load_ref(name, allow_import).backend_config
@@ -343,7 +434,7 @@ def export_command(
         from backend_spec.cli.render.diagnostics import render_text
 
         sys.stderr.write(render_text(document.notes, color=use_color(sys.stderr)))
-    write_output(emit(document, fmt), output)
+    write_spec(emit(document, fmt, schema_ref or SCHEMA_NAME), output, schema_ref)
 
 
 def _export_base(ref: str, base: str | None) -> str | None:
@@ -634,8 +725,11 @@ def fmt_command(
     check: Annotated[
         bool, typer.Option("--check", help="Write nothing; exit 1 if a file would change.")
     ] = False,
+    diff: Annotated[
+        bool, typer.Option("--diff", help="Print a unified diff of each change to stdout.")
+    ] = False,
 ) -> None:
-    """Rewrite YAML specs in the canonical key order and layout, comments kept."""
+    """Rewrite YAML and TOML specs in the canonical key order and layout, comments kept."""
     from backend_spec.cli.render.console import escape
     from backend_spec.files import WriteError
     from backend_spec.spec.fmt import FormatError, format_path
@@ -649,10 +743,10 @@ def fmt_command(
             typer.echo(str(found) if found else escape(f"{spec}: {exc}"), err=True)
             failed = True
             continue
-        if outcome.skipped:
-            typer.echo(escape(f"{spec}: {outcome.skipped}"), err=True)
-        elif outcome.changed:
-            typer.echo(f"{'would reformat' if check else 'reformatted'} {spec}", err=True)
+        if outcome.changed:
+            if diff:
+                sys.stdout.write(_terminal_safe(outcome.diff()))
+            typer.echo(escape(f"{'would reformat' if check else 'reformatted'} {spec}"), err=True)
             failed = failed or check
     raise typer.Exit(1 if failed else 0)
 
@@ -678,7 +772,7 @@ def docs_command(
 def main() -> None:
     """Console-script entry point."""
     silence_globally()
-    app()
+    app(prog_name="bespec")  # also under `python -m backend_spec`: one name for completion
 
 
 if __name__ == "__main__":

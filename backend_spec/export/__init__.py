@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import warnings
 
-from backend_spec._torch import BackendConfig
+from backend_spec._torch import BackendConfig, quiet
 from backend_spec.export.document import SpecDocument, build_document
 from backend_spec.export.emit_toml import emit_toml
 from backend_spec.export.emit_yaml import emit_yaml
+from backend_spec.spec.schema import SCHEMA_NAME
 
 __all__ = ["ExportWarning", "SpecDocument", "build_document", "dump", "emit", "name_from_ref"]
 
@@ -26,6 +27,7 @@ def dump(
     *,
     name: str | None = None,
     base: str | None = None,
+    schema_ref: str = SCHEMA_NAME,
 ) -> str:
     """The spec text of ``backend_config`` in ``format`` (``"yaml"`` or ``"toml"``).
 
@@ -34,19 +36,28 @@ def dump(
     any) writes ``extends:`` plus only the differences. Raises ``SpecError`` if an object of
     the config has no name a spec could load back (a lambda fuser, a local function),
     listing every such object. Warnings about repaired values are issued as
-    :class:`ExportWarning`.
+    :class:`ExportWarning`. The first line points editors at the JSON Schema at
+    ``schema_ref``, a path relative to where the text will be saved or a URL; the default is a
+    copy beside the file, which ``bespec export -o`` writes (``bespec schema -o`` anywhere).
     """
     if format.lower() not in _EMITTERS:
         raise ValueError(f"unknown spec format {format!r}; expected 'yaml' or 'toml'")
-    document = build_document(backend_config, name=name, base=resolve_base(backend_config, base))
+    with quiet():  # torch's deprecation noise (touched while naming objects) is not the caller's
+        chosen = resolve_base(backend_config, base)
+        document = build_document(backend_config, name=name, base=chosen)
     for note in document.notes:
         warnings.warn(str(note), ExportWarning, stacklevel=2)
-    return emit(document, format)
+    return emit(document, format, schema_ref)
 
 
-def emit(document: SpecDocument, format: str) -> str:  # noqa: A002 (as dump's)
-    """The text of a built document in ``format`` (``"yaml"`` or ``"toml"``)."""
-    return _EMITTERS[format.lower()](document)
+def emit(
+    document: SpecDocument,
+    format: str,  # noqa: A002 (as dump's)
+    schema_ref: str = SCHEMA_NAME,
+) -> str:
+    """The text of a built document in ``format`` (``"yaml"`` or ``"toml"``), its first line
+    pointing editors at the schema at ``schema_ref``."""
+    return _EMITTERS[format.lower()](document, schema_ref)
 
 
 class ExportWarning(UserWarning):

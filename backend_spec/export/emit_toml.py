@@ -13,9 +13,7 @@ import re
 from typing import Any
 
 from backend_spec.export.document import SpecDocument
-
-#: Taplo's schema directive, the TOML counterpart of the YAML language-server comment.
-SCHEMA_COMMENT = "#:schema ../schemas/backend-spec.schema.json"
+from backend_spec.spec.schema import SCHEMA_NAME, schema_comment
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -79,10 +77,11 @@ def _table(header: str, body: dict[str, Any]) -> list[str]:
     return ["", header, *(f"{toml_key(k)} = {toml_value(v)}" for k, v in body.items())]
 
 
-def emit_toml(doc: SpecDocument) -> str:
-    """The TOML text of a spec document."""
+def emit_toml(doc: SpecDocument, schema_ref: str = SCHEMA_NAME) -> str:
+    """The TOML text of a spec document; its first line (taplo's schema directive) points
+    editors at ``schema_ref``."""
     lines = [
-        SCHEMA_COMMENT,
+        schema_comment("toml", schema_ref),
         f"spec_version = {doc.spec_version}",
         f"name = {toml_string(doc.name)}",
     ]

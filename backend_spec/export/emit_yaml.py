@@ -17,9 +17,7 @@ from ruamel.yaml.representer import RoundTripRepresenter
 from ruamel.yaml.scalarstring import SingleQuotedScalarString
 
 from backend_spec.export.document import SpecDocument
-
-#: First line of every exported YAML spec: editor completion and validation.
-SCHEMA_COMMENT = "# yaml-language-server: $schema=../schemas/backend-spec.schema.json"
+from backend_spec.spec.schema import SCHEMA_NAME, schema_comment
 
 #: Longest flow-style list (as rendered) before it switches to block style.
 _FLOW_LIMIT = 72
@@ -114,8 +112,8 @@ def _patterns_node(doc: SpecDocument) -> CommentedSeq:
     return patterns
 
 
-def emit_yaml(doc: SpecDocument) -> str:
-    """The YAML text of a spec document."""
+def emit_yaml(doc: SpecDocument, schema_ref: str = SCHEMA_NAME) -> str:
+    """The YAML text of a spec document; its first line points editors at ``schema_ref``."""
     root = CommentedMap()
     root["spec_version"] = doc.spec_version
     root["name"] = doc.name
@@ -138,4 +136,4 @@ def emit_yaml(doc: SpecDocument) -> str:
     # ruamel leaves a space where it wraps a long flow mapping; no value here spans lines,
     # so trailing whitespace is never significant.
     lines = [line.rstrip() for line in stream.getvalue().splitlines()]
-    return "\n".join([SCHEMA_COMMENT, *lines]) + "\n"
+    return "\n".join([schema_comment("yaml", schema_ref), *lines]) + "\n"

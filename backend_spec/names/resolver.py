@@ -379,10 +379,10 @@ class Resolver:
 
     # -- kinds ------------------------------------------------------------------------------
 
-    def resolve(self, name: str, kind: Kind) -> Any:
-        """Look a name up and check it is the kind of object the field needs."""
+    def resolve(self, name: str, kind: Kind, field: str = "this field") -> Any:
+        """Look a name up and check it is the kind of object ``field`` needs."""
         obj = self.lookup(name)
-        problem = _kind_problem(obj, kind)
+        problem = _kind_problem(obj, kind, field)
         if problem:
             raise NameProblem(codes.WRONG_KIND, f"'{name}' is {describe(obj)}; {problem}")
         problem = self._trust_problem(obj, kind)
@@ -446,16 +446,16 @@ def _is_match_all(obj: Any) -> bool:
     return obj is torch.ao.quantization.utils.MatchAllNode
 
 
-def _kind_problem(obj: Any, kind: Kind) -> str:
+def _kind_problem(obj: Any, kind: Kind, field: str) -> str:
     if kind is Kind.MODULE:
-        return "" if is_module_class(obj) else "this field needs an nn.Module subclass"
+        return "" if is_module_class(obj) else f"{field} needs an nn.Module subclass"
     if kind is Kind.FUSED_MODULE:
         if is_fused_module_class(obj):
             return ""
         return "{sequential: X} needs a fused module class such as nni.ConvReLU2d"
     if kind is Kind.FUNCTION:
         if isinstance(obj, MethodName) or not _is_function(obj):
-            return "this field needs a function"
+            return f"{field} needs a function"
         return ""
     if isinstance(obj, MethodName) or is_module_class(obj) or _is_function(obj):
         return ""

@@ -71,9 +71,14 @@ PATTERN_FIELDS: tuple[PatternField, ...] = (
         "_pattern_complex_format",
         "_set_pattern_complex_format",
         FieldKind.COMPLEX_PATTERN,
+        description="torch's legacy reversed nested format, instead of 'pattern'.",
     ),
     PatternField(
-        "observation_type", "observation_type", "set_observation_type", FieldKind.OBSERVATION_TYPE
+        "observation_type",
+        "observation_type",
+        "set_observation_type",
+        FieldKind.OBSERVATION_TYPE,
+        description="How observers are inserted around the pattern (case-insensitive).",
     ),
     PatternField(
         "dtype_configs",
@@ -129,27 +134,30 @@ PATTERN_FIELDS: tuple[PatternField, ...] = (
         "_root_node_getter",
         "_set_root_node_getter",
         FieldKind.FUNCTION,
-        description="A function name, or (version 2) {call: factory, args: [...]}.",
+        description="A function name that picks the root node of a matched fusion, or "
+        "(version 2) {call: factory, args: [...]}.",
     ),
     PatternField(
         "extra_inputs_getter",
         "_extra_inputs_getter",
         "_set_extra_inputs_getter",
         FieldKind.FUNCTION,
-        description="A function name, or (version 2) {call: factory, args: [...]}.",
+        description="A function name that gives the extra inputs of a fused root, or "
+        "(version 2) {call: factory, args: [...]}.",
     ),
     PatternField(
         "num_tensor_args_to_observation_type",
         "_num_tensor_args_to_observation_type",
         "_set_num_tensor_args_to_observation_type",
         FieldKind.OBSERVATION_TYPE_MAP,
+        description="Observation type by number of tensor arguments (for add, mul).",
     ),
     PatternField(
         "input_type_to_index",
         "_input_type_to_index",
         "_set_input_type_to_index",
         FieldKind.INDEX_MAP,
-        description="Such as {weight: 1, bias: 2}.",
+        description="Argument index of each input kind, such as {weight: 1, bias: 2}.",
     ),
 )
 

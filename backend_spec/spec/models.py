@@ -4,7 +4,9 @@ Models hold names as strings; turning names into torch objects is the resolver's
 schema validation and ``bespec schema`` need no torch. Field names mirror torch's
 ``BackendPatternConfig`` setters and ``DTypeConfig.from_dict`` keys; the fields of a pattern
 entry are not written here but built from the one field table, :mod:`backend_spec.spec.fields`
-(a new torch field is a row there; its kind decides its type here).
+(a new torch field is a row there; its kind decides its type here). The descriptions are the
+user's documentation: editors show them from the JSON Schema, and the key tables of
+``docs/format.md`` are generated from them (``make docs``).
 """
 
 from __future__ import annotations
@@ -166,7 +168,9 @@ class DTypeWithConstraintsModel(_Strict):
     scale_exact_match: Number | None = Field(
         None, description="Fixed scale (FixedQParamsObserver) for ops such as sigmoid."
     )
-    zero_point_exact_match: Integer | None = Field(None, description="Fixed zero point.")
+    zero_point_exact_match: Integer | None = Field(
+        None, description="Fixed zero point, with scale_exact_match."
+    )
     observer: Literal["minmax", "moving_average_minmax", "histogram", "placeholder"] | None = Field(
         None,
         description="Observer kind (version 2; default minmax).",
@@ -289,11 +293,21 @@ DTypeSpec = Annotated[
 class DTypeConfigModel(_Strict):
     """One supported combination of dtypes (torch's ``DTypeConfig``)."""
 
-    input_dtype: DTypeSpec | None = None
-    output_dtype: DTypeSpec | None = None
-    weight_dtype: DTypeSpec | None = None
-    bias_dtype: DTypeSpec | None = None
-    is_dynamic: bool | None = None
+    input_dtype: DTypeSpec | None = Field(
+        None, description="The activation entering the op: a dtype, or a dtype with constraints."
+    )
+    output_dtype: DTypeSpec | None = Field(
+        None, description="The activation the op produces: a dtype, or a dtype with constraints."
+    )
+    weight_dtype: DTypeSpec | None = Field(
+        None, description="The weight of a weighted op: a dtype, or a dtype with constraints."
+    )
+    bias_dtype: DTypeSpec | None = Field(
+        None, description="The bias: a dtype only (torch has no bias constraints)."
+    )
+    is_dynamic: bool | None = Field(
+        None, description="Dynamic quantization: activations quantized at run time."
+    )
 
     @field_validator("input_dtype", "output_dtype", "weight_dtype", "bias_dtype")
     @classmethod
@@ -578,7 +592,7 @@ class SpecModel(_Strict):
             raise PydanticCustomError("literal_error", "spec_version must be a number", {})
         return value
 
-    name: str = Field(description="BackendConfig.name", min_length=1)
+    name: str = Field(description="The backend's name (BackendConfig.name).", min_length=1)
     extends: str | None = Field(
         None,
         description="A built-in torch backend (native, fbgemm, qnnpack, x86, onednn, executorch, "

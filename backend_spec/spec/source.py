@@ -196,6 +196,12 @@ def decode(raw: bytes, file: str) -> str:
     return text
 
 
+def read_text(path: Path) -> str:
+    """A spec file's text, read as every command reads it (:func:`read_spec_bytes`): SpecError
+    when it cannot be read, is not a regular file, is too large or is not UTF-8."""
+    return decode(read_spec_bytes(path), str(path))
+
+
 def parse(text: str, file: str, fmt: str, *, recover: bool = False) -> SourceDoc:
     """Parse spec text of the given format; raises SpecError on syntax problems.
 

@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from backend_spec.analysis.compare import Difference, diff
+from backend_spec.cli.render.console import plural
 
 __all__ = ["diff_configs", "render_json", "render_text"]
 
@@ -62,17 +63,80 @@ def render_text(differences: list[Difference], a: str, b: str) -> str:
         return f"{a} and {b} are identical\n"
     lines = [f"--- {a}", f"+++ {b}"]
     for d in differences:
-        if d.kind in ("removed", "added") or not d.pattern:
+        if d.kind in ("removed", "added") or d.kind == "reordered":
             lines.append(str(d))
+        elif not d.pattern:
+            lines += [line[4:] for line in _change_lines(f"~ {d.field}", d.old, d.new)]
     changed: dict[str, list[Difference]] = {}
     for d in differences:
         if d.kind == "changed" and d.pattern:
             changed.setdefault(d.pattern, []).append(d)
     for pattern, items in changed.items():
         lines.append(f"~ {pattern}")
-        lines.extend(f"    {d.field}: {d.old!r} -> {d.new!r}" for d in items)
+        for d in items:
+            lines += _change_lines(d.field, d.old, d.new)
     counts = {k: sum(1 for d in differences if d.kind == k) for k in ("added", "removed")}
     lines.append(
-        f"{counts['added']} added, {counts['removed']} removed, {len(changed)} changed pattern(s)"
+        f"{counts['added']} added, {counts['removed']} removed, "
+        f"{plural(len(changed), 'changed pattern')}"
     )
     return "\n".join(lines) + "\n"
+
+
+#: A change whose two values are longer than this together is shown on several lines.
+_ONE_LINE = 60
+
+#: A mapping longer than this is shown one key per line.
+_LONG_MAPPING = 72
+
+
+def _change_lines(field: str, old: Any, new: Any) -> list[str]:
+    """``field: old -> new``, or for long values ``field:`` then ``- old`` and ``+ new`` lines
+    (a list item by item, a long mapping key by key)."""
+    if len(spec_text(old)) + len(spec_text(new)) <= _ONE_LINE:
+        return [f"    {field}: {spec_text(old)} -> {spec_text(new)}"]
+    return [f"    {field}:", *_value_lines(old, "-"), *_value_lines(new, "+")]
+
+
+def _value_lines(value: Any, sign: str) -> list[str]:
+    items = value if isinstance(value, list) and value else [value]
+    out = []
+    for item in items:
+        lines = _mapping_lines(item, "")
+        out += [f"      {sign} {lines[0]}", *(f"        {line}" for line in lines[1:])]
+    return out
+
+
+def _mapping_lines(value: Any, indent: str) -> list[str]:
+    """A value in spec syntax; a long mapping one key per line (block style), recursively."""
+    text = spec_text(value)
+    if not isinstance(value, dict) or len(indent) + len(text) <= _LONG_MAPPING:
+        return [text]
+    lines = []
+    for key, item in value.items():
+        if item is None:
+            continue
+        inner = _mapping_lines(item, indent + "  ")
+        if len(inner) == 1:
+            lines.append(f"{indent}{key}: {inner[0]}")
+        else:
+            lines += [f"{indent}{key}:", *inner]
+    return lines
+
+
+def spec_text(value: Any) -> str:
+    """A description value as a spec writes it (YAML flow style): names bare, ``unset`` for
+    an absent value, dtype mappings without their unset constraints, a dtype mapping with
+    only ``dtype`` as the bare dtype."""
+    if value is None:
+        return "unset"
+    if isinstance(value, dict):
+        items = {k: v for k, v in value.items() if v is not None}
+        if list(items) == ["dtype"]:
+            return spec_text(items["dtype"])
+        return "{" + ", ".join(f"{k}: {spec_text(v)}" for k, v in items.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(spec_text(v) for v in value) + "]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value) if isinstance(value, (int, float, str)) else repr(value)

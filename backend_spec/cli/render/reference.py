@@ -1,15 +1,19 @@
-"""Reference pages generated from the code registry and the lint rules' docstrings.
+"""Reference pages generated from the code registry, the lint rules' docstrings and the models.
 
 ``docs/codes.md`` (every code) and ``docs/rules.md`` (the lint rules at length) are written by
 ``make docs`` (``python -m backend_spec.cli.render.reference``); a test keeps them current, so
 a code's text lives only in :mod:`backend_spec.codes` and a rule's explanation only in its
-module's docstring.
+module's docstring. ``docs/format.md`` is written by hand except its key tables: each sits
+between ``<!-- keys: MODEL -->`` and ``<!-- /keys -->`` and is regenerated from the JSON Schema
+of the models (:data:`KEY_TABLES`), so a key's description lives only in ``spec/models.py``.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
+from typing import Any
 
 from backend_spec.codes import REGISTRY
 
@@ -97,6 +101,133 @@ def _cell(text: str) -> str:
 
 PAGES = {"codes.md": codes_markdown, "rules.md": rules_markdown}
 
+# -- key tables of docs/format.md -------------------------------------------------------------
+
+#: Table name in docs/format.md -> where its keys are in the JSON Schema.
+KEY_TABLES = {
+    "spec": (),
+    "pattern": ("$defs", "PatternModel"),
+    "dtype_config": ("$defs", "DTypeConfigModel"),
+    "constrained_dtype": ("$defs", "DTypeWithConstraintsModel"),
+}
+
+_KEY_BLOCK = re.compile(r"(<!-- keys: (\w+) -->\n)(.*?)(<!-- /keys -->)", re.DOTALL)
+
+_REF_WORDS = {
+    "DTypeConfigModel": "dtype config",
+    "DTypeWithConstraintsModel": "dtype with constraints",
+    "PatternModel": "pattern entry",
+    "SequentialFuser": "`{sequential: CLASS}`",
+    "FunctionForm": "function form (mapping)",
+    "ComplexPattern": "nested list of names",
+}
+
+
+def key_table(name: str) -> str:
+    """The Markdown table of one model's keys: key, value, meaning, format version."""
+    from backend_spec.spec.models import json_schema
+
+    node: Any = json_schema()
+    for part in KEY_TABLES[name]:
+        node = node[part]
+    required = set(node.get("required", ()))
+    setters = _setters() if name == "pattern" else None
+    head = "| key | value | meaning | since |" + (" torch setter |" if setters else "")
+    out = [head, "|---" * head.count(" |") + "|"]
+    for key, prop in node["properties"].items():
+        meaning = prop.get("description") or _inner_description(prop)
+        if key in required:
+            meaning = f"**Required.** {meaning}"
+        since = prop.get("x-since", 1)
+        row = f"| `{key}` | {_cell(type_text(prop))} | {_cell(meaning)} | {since} |"
+        if setters is not None:
+            row += f" {f'`{setters[key]}`' if key in setters else '—'} |"
+        out.append(row)
+    return "\n".join(out) + "\n"
+
+
+def _setters() -> dict[str, str]:
+    """The ``BackendPatternConfig`` setter of each pattern key (the field table's)."""
+    from backend_spec.spec.fields import PATTERN_FIELDS
+
+    return {field.key: field.setter for field in PATTERN_FIELDS}
+
+
+def type_text(node: dict[str, Any]) -> str:
+    """A few words for the values a JSON Schema node accepts (``name``, ``list of names``)."""
+    if "$ref" in node:
+        return _REF_WORDS.get(node["$ref"].rsplit("/", 1)[-1], "mapping")
+    alternatives = node.get("anyOf") or node.get("oneOf")
+    if alternatives:
+        words = list(dict.fromkeys(type_text(n) for n in alternatives if n.get("type") != "null"))
+        if "number" in words and "integer" in words:
+            words.remove("integer")
+        return " or ".join(words)
+    if "const" in node:
+        return f"`{node['const']}`"
+    if "enum" in node and len(node["enum"]) <= _LONGEST_ENUM:
+        return " or ".join(f"`{value}`" for value in node["enum"])
+    kind = node.get("type")
+    if kind == "string":
+        return _string_text(node)
+    if kind == "array":
+        items = type_text(node.get("items", {}))
+        count = _count(node.get("minItems"), node.get("maxItems"))
+        return f"list, each a {items}" if " or " in items else f"list of {count}{_plural(items)}"
+    if kind == "object":
+        values = node.get("additionalProperties")
+        return f"mapping to {type_text(values)}" if isinstance(values, dict) else "mapping"
+    return {"integer": "integer", "number": "number", "boolean": "`true` / `false`"}.get(
+        str(kind), "any"
+    )
+
+
+#: An enum with more values than this is named by its kind (``dtype``), not listed.
+_LONGEST_ENUM = 6
+
+
+def _string_text(node: dict[str, Any]) -> str:
+    description = node.get("description", "")
+    if description.startswith("How observers are inserted"):
+        return "observation type"
+    if node.get("maxLength") == 512:
+        return "name"
+    if description.startswith("A torch.dtype"):
+        return "dtype"
+    if "dtype config" in description:
+        return "dtype config name"
+    return "string"
+
+
+def _count(low: int | None, high: int | None) -> str:
+    if high is None:
+        return "" if low is None or low <= 1 else f"{low} or more "
+    return f"{low}–{high} " if low != high else f"{low} "
+
+
+def _plural(noun: str) -> str:
+    """``name`` -> ``names``, ``pattern entry`` -> ``pattern entries``; a phrase such as
+    ``nested list of names`` is plural enough as it is."""
+    if " of " in noun or noun.endswith("s") or noun.startswith("`"):
+        return noun
+    return noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
+
+
+def _inner_description(node: dict[str, Any]) -> str:
+    for child in node.get("anyOf", ()) or node.get("oneOf", ()):
+        if child.get("description"):
+            return child["description"]
+    return ""
+
+
+def fill_key_tables(text: str) -> str:
+    """``text`` (docs/format.md) with every key table regenerated."""
+    return _KEY_BLOCK.sub(lambda m: m[1] + key_table(m[2]) + m[4], text)
+
+
+#: Hand-written pages whose marked parts are generated: name -> text -> text.
+FILLED = {"format.md": fill_key_tables}
+
 
 def main(argv: list[str] | None = None) -> int:
     """Write the generated pages into the given folder (default ``docs``)."""
@@ -105,6 +236,9 @@ def main(argv: list[str] | None = None) -> int:
 
     for name, render in PAGES.items():
         write_atomic(folder / name, render())
+    for name, fill in FILLED.items():
+        path = folder / name
+        write_atomic(path, fill(path.read_text(encoding="utf-8")))
     return 0
 
 

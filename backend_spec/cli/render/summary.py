@@ -5,50 +5,68 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
 from backend_spec.build.compiler import Compiled, pattern_key
-from backend_spec.cli.render.console import make_console, user_text
+from backend_spec.cli.render.console import make_console, plural, print_table, user_text
 from backend_spec.names.labels import config_label, object_label
 from backend_spec.names.naming import observation_type_name
 from backend_spec.spec.fields import MODULE_KINDS, fields_of
 
 
-def _console() -> Console:
-    return make_console()
-
-
 def counts(backend_config: Any) -> dict[str, int]:
-    """Patterns, fusions, quantized patterns and distinct dtype configs of a config."""
+    """Pattern entries by kind, which add up to ``patterns``: ``fusions`` (entries with a
+    fuser), ``quantized`` (other entries with dtype configs) and ``other`` (neither); plus the
+    number of distinct dtype configs."""
     configs = backend_config.configs
     distinct = {repr(d.to_dict()) for c in configs for d in c.dtype_configs}
+    fusions = sum(1 for c in configs if c.fuser_method is not None)
+    quantized = sum(1 for c in configs if c.fuser_method is None and c.dtype_configs)
     return {
         "patterns": len(configs),
-        "fusions": sum(1 for c in configs if c.fuser_method is not None),
-        "quantized": sum(1 for c in configs if c.dtype_configs),
+        "fusions": fusions,
+        "quantized": quantized,
+        "other": len(configs) - fusions - quantized,
         "dtype_configs": len(distinct),
     }
 
 
-def print_summary(backend_config: Any, spec: Path) -> None:
+def summary_text(backend_config: Any, spec: Path | str) -> str:
+    """``SPEC: backend NAME with 3 patterns (2 quantized, 1 fusion) and 1 dtype config``."""
     n = counts(backend_config)
-    _console().print(
-        user_text("ok", "bold green"),
-        user_text(f"{spec}: backend"),
-        user_text(backend_config.name, "bold"),
-        user_text(
-            f"with {n['patterns']} patterns ({n['quantized']} quantized, {n['fusions']} "
-            f"fusions) and {n['dtype_configs']} distinct dtype configs"
-        ),
+    parts = [plural(n["quantized"], "quantized", "quantized"), plural(n["fusions"], "fusion")]
+    if n["other"]:
+        parts.append(f"{n['other']} without dtype configs")
+    return (
+        f"{spec}: backend {backend_config.name} with {plural(n['patterns'], 'pattern')} "
+        f"({', '.join(parts)}) and {plural(n['dtype_configs'], 'distinct dtype config')}"
     )
 
 
+def print_summary(backend_config: Any, spec: Path) -> None:
+    line = Text("ok", style="bold green")
+    line.append(user_text(f" {summary_text(backend_config, spec)}"))
+    make_console().print(line, soft_wrap=True)
+
+
+def dtype_config_labels(compiled: Compiled) -> Any:
+    """A function naming each DTypeConfig of ``compiled``: the spec's own name when it has one,
+    else the name ``bespec export`` would give it (``weighted_op_quint8``...)."""
+    from backend_spec.export.dtypes import DTypeConfigTable
+
+    table = DTypeConfigTable()
+
+    def name_of(dtype_config: Any) -> str:
+        return compiled.dtype_config_names.get(id(dtype_config)) or table.name_of(dtype_config)
+
+    return name_of
+
+
 def print_pattern_table(compiled: Compiled) -> None:
+    """Every pattern entry: its dtype configs by name, modules, observation and origin."""
     bc = compiled.backend_config
-    table = Table(title=user_text(f"{bc.name}: {len(bc.configs)} patterns"), title_justify="left")
-    for column in ("#", "pattern", "observation", "dtype configs", "modules", "from"):
-        table.add_column(column, overflow="fold")
+    name_of = dtype_config_labels(compiled)
+    rows = []
     for i, config in enumerate(bc.configs, start=1):
         origin = compiled.origins.get(pattern_key(config))
         where = "" if origin is None else origin.source + (f":{origin.line}" if origin.line else "")
@@ -57,12 +75,16 @@ def print_pattern_table(compiled: Compiled) -> None:
             for spec in fields_of(*MODULE_KINDS)
             if getattr(config, spec.getter) is not None
         )
-        table.add_row(
-            str(i),
-            user_text(config_label(config)),
-            observation_type_name(config.observation_type).replace("_", " "),
-            str(len(config.dtype_configs)),
-            user_text(modules),
-            user_text(where),
+        rows.append(
+            [
+                str(i),
+                config_label(config),
+                " ".join(name_of(dc) for dc in config.dtype_configs),
+                modules,
+                observation_type_name(config.observation_type).replace("_", " "),
+                where,
+            ]
         )
-    _console().print(table)
+    title = f"{bc.name}: {plural(len(bc.configs), 'pattern')}"
+    headers = ("#", "pattern", "dtype configs", "modules", "observation", "from")
+    print_table(make_console(), title, headers, rows, heading_cells=2)

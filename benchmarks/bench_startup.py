@@ -1,0 +1,64 @@
+"""Startup budget of the light commands, as ratios to ``python -c "import torch"``.
+
+Budget (issue 14): ``bespec --help``, ``--version``, ``schema``, ``init`` and ``fmt`` need no
+torch, and each takes at most 0.35x the time of importing torch. Every command runs as a fresh
+process (startup is the point); each figure is the median of several runs, taken in turns
+with the yardstick so that a drift of the machine's speed affects both alike.
+
+Run: ``.venv/bin/python benchmarks/bench_startup.py [RUNS]`` (``make bench``). Exits 1 if over
+budget.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BUDGET = 0.35
+
+YARDSTICK = [sys.executable, "-c", "import torch"]
+BESPEC = [sys.executable, "-m", "backend_spec"]
+COMMANDS = {
+    "--help": ["--help"],
+    "--version": ["--version"],
+    "schema": ["schema"],
+    "init": ["init", "bench_backend", "--force"],
+    "fmt --check": ["fmt", "--check", str(ROOT / "specs" / "tutorial.yaml")],
+}
+
+
+def run_time(command: list[str], cwd: str, env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, cwd=cwd, env=env, capture_output=True, check=True)
+    return time.perf_counter() - start
+
+
+def main(runs: int = 5) -> int:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    ok = True
+    with tempfile.TemporaryDirectory() as cwd:
+        run_time(YARDSTICK, cwd, env)  # warm the file cache
+        yardstick: list[float] = []
+        times: dict[str, list[float]] = {name: [] for name in COMMANDS}
+        for _ in range(runs):
+            yardstick.append(run_time(YARDSTICK, cwd, env))
+            for name, args in COMMANDS.items():
+                times[name].append(run_time([*BESPEC, *args], cwd, env))
+    torch_time = statistics.median(yardstick)
+    print(f"python -c 'import torch': {torch_time * 1000:.0f} ms (yardstick, median of {runs})")
+    for name, samples in times.items():
+        ratio = statistics.median(samples) / torch_time
+        verdict = "ok" if ratio <= BUDGET else "OVER BUDGET"
+        print(f"bespec {name:<12} {ratio:5.2f}x import torch (budget {BUDGET}x) {verdict}")
+        ok = ok and ratio <= BUDGET
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(*(int(a) for a in sys.argv[1:2])))
