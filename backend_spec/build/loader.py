@@ -26,7 +26,7 @@ from backend_spec.diagnostics import Diagnostic, SpecError
 from backend_spec.names.resolver import Resolver
 from backend_spec.names.vocabulary import BUILTIN_BACKENDS, builtin_backend_config
 from backend_spec.spec.models import SpecModel
-from backend_spec.spec.source import SourceDoc, decode, format_for, parse, read_spec_bytes
+from backend_spec.spec.source import SourceDoc, format_for, parse, read_text
 from backend_spec.spec.validate import validate
 
 MAX_EXTENDS_DEPTH = 16
@@ -149,9 +149,9 @@ def read_source(path: Path, fmt: str | None = None) -> SourceDoc:
         fmt = format_for(path, fmt)
     except ValueError as exc:
         raise SpecError(
-            [Diagnostic(file, 0, 0, codes.UNREADABLE, str(exc), "use .yaml, .yml or .toml")]
+            [Diagnostic(file, 1, 1, codes.UNREADABLE, str(exc), "use .yaml, .yml or .toml")]
         ) from None
-    return parse(decode(read_spec_bytes(path), file), file, fmt, recover=True)
+    return parse(read_text(path), file, fmt, recover=True)
 
 
 def _compile_path(path: Path, scope: _Scope, chain: tuple[Path, ...]) -> Compiled:
