@@ -14,9 +14,26 @@ the package uses a code that is not registered, or when ``docs/codes.md`` is sta
 
 from __future__ import annotations
 
-from backend_spec.diagnostics import Severity
+from enum import Enum
 
-__all__ = ["REGISTRY", "Code", "lookup"]
+__all__ = ["REGISTRY", "Code", "Severity", "lookup"]
+
+
+class Severity(str, Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    #: A fact worth knowing that is not a problem (never fails a run, even with --strict).
+    INFO = "info"
+
+    @property
+    def github_level(self) -> str:
+        """The workflow-command level: error, warning or notice."""
+        return "notice" if self is Severity.INFO else self.value
+
+    @property
+    def sarif_level(self) -> str:
+        """The SARIF result level: error, warning or note."""
+        return "note" if self is Severity.INFO else self.value
 
 
 class Code(str):

@@ -9,9 +9,11 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, field
-from enum import Enum
 from itertools import islice
 from typing import Any
+
+from backend_spec import codes
+from backend_spec.codes import Severity
 
 # C0 and C1 controls, DEL, soft hyphen, line/paragraph separators, zero-width and bidi marks,
 # embeddings, overrides and isolates, the BOM and interlinear annotations: anything that moves
@@ -44,7 +46,6 @@ def capped(diagnostics: list[Diagnostic], total: int | None = None) -> list[Diag
     total = len(diagnostics) if total is None else total
     if total <= MAX_DIAGNOSTICS:
         return diagnostics
-    from backend_spec import codes
 
     kept = diagnostics[:MAX_DIAGNOSTICS]
     last = kept[-1]
@@ -79,23 +80,6 @@ def escape_lines(text: str) -> str:
     """A multi-line report for a terminal: each line escaped as :func:`escape` does, the
     ``\n`` between lines kept."""
     return "\n".join(escape(line) for line in text.split("\n"))
-
-
-class Severity(str, Enum):
-    ERROR = "error"
-    WARNING = "warning"
-    #: A fact worth knowing that is not a problem (never fails a run, even with --strict).
-    INFO = "info"
-
-    @property
-    def github_level(self) -> str:
-        """The workflow-command level: error, warning or notice."""
-        return "notice" if self is Severity.INFO else self.value
-
-    @property
-    def sarif_level(self) -> str:
-        """The SARIF result level: error, warning or note."""
-        return "note" if self is Severity.INFO else self.value
 
 
 @dataclass(frozen=True)

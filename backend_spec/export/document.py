@@ -353,7 +353,7 @@ def build_document(
         except Exception as exc:  # a value no check foresaw: reported, never a traceback
             builder.report_internal(exc)
     if plan is not None:
-        doc.extends, doc.remove = base, plan.remove
+        doc.extends, doc.remove = base, [_forward_pattern_doc(p) for p in plan.remove]
     errors = [d for d in diagnostics if d.severity is Severity.ERROR]
     if errors:
         raise SpecError(errors)

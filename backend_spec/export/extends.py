@@ -25,7 +25,8 @@ CLEARLY_CLOSEST = 0.5
 @dataclass
 class Plan:
     """What to write on top of ``base``: ``entries`` (index in the config, pattern config)
-    and ``remove`` (forward-order patterns of the base, as spec data)."""
+    and ``remove`` (forward-order patterns of the base, as torch keeps them; the document
+    builder writes them as spec data)."""
 
     base: str
     entries: list[tuple[int, Any]] = field(default_factory=list)
@@ -54,15 +55,14 @@ def _in_place_prefix(keys: list[Any], base_index: dict[Any, int]) -> int:
 
 
 def _removable(config: Any) -> Any:
-    """The ``remove`` item naming a base pattern (None when the format cannot name it)."""
-    from backend_spec.export.document import _forward_pattern_doc
-
+    """The forward pattern naming a base entry in ``remove`` (None when the format cannot
+    name it: a complex-format pattern, or one that nests a tuple)."""
     if config._pattern_complex_format is not None:
         return None
     pattern = config.pattern
     if isinstance(pattern, tuple) and any(isinstance(op, tuple) for op in pattern):
         return None
-    return _forward_pattern_doc(pattern)
+    return pattern
 
 
 def _same(config: Any, base_config: Any) -> bool:

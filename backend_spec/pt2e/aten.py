@@ -39,6 +39,25 @@ def describe_op(op: Any) -> dict[str, Any]:
     return _traced(op)
 
 
+def fusion_key(fuser_name: str, op_names: list[str | None]) -> str:
+    """The table key of what ``fuser_name`` makes of these ops: ``fuse_conv_bn(nn.Conv2d, ...)``."""
+    return f"{fuser_name}({', '.join(str(name) for name in op_names)})"
+
+
+@functools.lru_cache(maxsize=256)
+def called_fuser(fuser: Any, ops: tuple) -> type | None:
+    """The class ``fuser`` builds from float modules of ``ops`` (None if it cannot run)."""
+    from backend_spec.check.synthesize import synthesize
+
+    try:
+        with quiet():
+            made = synthesize(BackendPatternConfig(ops))
+            modules = [getattr(made.model, ref.target) for ref in made.ops]
+            return type(fuser(False, *modules))
+    except Exception:  # a fuser that cannot run on synthesized modules: fall back to the entry
+        return None
+
+
 def cached_fusion(key: str) -> Any:
     """The module class a named fuser returns in eval mode, from the packaged table."""
     from backend_spec.names.naming import resolve_name
@@ -142,7 +161,6 @@ def build_table() -> dict[str, Any]:
     from backend_spec.analysis.qconfigs import pattern_ops
     from backend_spec.names.fusers import sequential_class
     from backend_spec.names.naming import object_name
-    from backend_spec.pt2e.rules import called_fuser, fusion_key
 
     ops: dict[str, Any] = {}
     fusions: dict[str, str] = {}

@@ -255,7 +255,7 @@ def fused_type(fuser: Any, ops: tuple) -> type | None:
     answer for a named fuser, else the result of calling it on synthesized modules."""
     from backend_spec.names.fusers import sequential_class
     from backend_spec.names.naming import object_name, op_name
-    from backend_spec.pt2e.aten import cached_fusion
+    from backend_spec.pt2e.aten import cached_fusion, called_fuser, fusion_key
 
     sequential = sequential_class(fuser)
     if sequential is not None:
@@ -266,23 +266,6 @@ def fused_type(fuser: Any, ops: tuple) -> type | None:
         if cached is not None:
             return cached
     return called_fuser(fuser, ops)
-
-
-def fusion_key(fuser_name: str, op_names: list[str | None]) -> str:
-    return f"{fuser_name}({', '.join(str(name) for name in op_names)})"
-
-
-@functools.lru_cache(maxsize=256)
-def called_fuser(fuser: Any, ops: tuple) -> type | None:
-    from backend_spec.check.synthesize import synthesize
-
-    try:
-        with quiet():
-            made = synthesize(BackendPatternConfig(ops))
-            modules = [getattr(made.model, ref.target) for ref in made.ops]
-            return type(fuser(False, *modules))
-    except Exception:  # a fuser that cannot run on synthesized modules: fall back to the entry
-        return None
 
 
 def _spec_data(observer: Any) -> dict[str, Any] | None:
