@@ -119,3 +119,24 @@ def test_summary_counts_add_up_with_singular_and_plural() -> None:
     assert f"with {n['patterns']} patterns ({n['quantized']} quantized, {n['fusions']} fusions" in (
         text
     )
+
+
+@pytest.mark.parametrize("width", [50, 80])
+def test_check_tables_never_split_names(monkeypatch, width: int) -> None:
+    from backend_spec.check.results import CheckReport, ModelResult, PatternResult
+    from backend_spec.cli.render.check import print_text
+
+    long = "(nn.ConvTranspose1d, nn.BatchNorm1d)"
+    report = CheckReport(
+        "specs/x86.yaml",
+        "x86",
+        patterns=[
+            PatternResult(long, "fail", "SQNR -1.9 dB < 20 dB", -1.9, "static quint8", "ptq", 0)
+        ],
+        models=[ModelResult("depthwise_hardswish_model", "pass", sqnr_db=31.8)],
+    )
+    text = _printed(monkeypatch, width, lambda c: print_text(report, console=c))
+    lines = text.splitlines()
+    assert all(len(line) <= width and line == line.rstrip() for line in lines), text
+    words = set(re.findall(r"\S+", text))
+    assert {"(nn.ConvTranspose1d,", "nn.BatchNorm1d)", "depthwise_hardswish_model"} <= words, text

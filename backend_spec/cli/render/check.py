@@ -3,7 +3,7 @@
 Text output leads with what needs attention: failing and skipped cases (every case under
 ``--verbose``), short reasons (torch's full text under ``--verbose`` and in JSON), report-wide
 notes once, drift from the golden, and a summary that says how many pattern × DTypeConfig cases
-were really exercised. Tables keep to few, narrow columns so they read at 80 columns.
+were really exercised. Tables go through ``print_table``, so names never split at 80 columns.
 """
 
 from __future__ import annotations
@@ -14,15 +14,13 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 from rich.text import Text
 
 from backend_spec.check.golden import known_failures
 from backend_spec.check.results import CheckReport, PatternResult
-from backend_spec.cli.render.console import escape, make_console, user_text
+from backend_spec.cli.render.console import Cell, escape, make_console, print_table, user_text
 
 _STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow"}
 
@@ -39,53 +37,35 @@ def _status(status: str) -> Text:
     return user_text(status, _STYLE[status])
 
 
-def _table(title: str, *columns: str) -> Table:
-    table = Table(title=user_text(title), box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    return table
-
-
 def _case_text(result: PatternResult) -> str:
     mode = result.mode if result.dtype_index is None else f"{result.mode}#{result.dtype_index}"
     return mode if result.kind in ("", "fusion") else f"{mode} {result.kind}"
 
 
-def case_table(report: CheckReport, verbose: bool = False) -> Table | None:
-    """Failing and skipped cases (all of them when ``verbose``); ``None`` when none to show."""
-    rows = [r for r in report.patterns if verbose or r.status != "pass"]
-    if not rows:
-        return None
-    title = f"cases of {report.backend} on {report.engine}"
-    table = _table(title, "pattern", "case", "status", "dB", "reason")
-    for r in rows:
-        sqnr = _db(r.sqnr_db) + ("*" if r.reference_fallback else "")
-        table.add_row(
-            user_text(r.pattern),
-            user_text(_case_text(r)),
-            _status(r.status),
-            sqnr,
-            user_text(r.reason),
-        )
-    return table
+_CASE_HEADERS = ("pattern", "case", "status", "dB", "reason")
+_MODEL_HEADERS = ("model", "status", "quantized", "dB", "ms fp32/q", "reason")
 
 
-def model_table(report: CheckReport) -> Table:
-    table = _table("models", "model", "status", "quantized", "dB", "ms fp32/q", "reason")
+def case_rows(report: CheckReport, verbose: bool = False) -> list[list[Cell]]:
+    """Failing and skipped cases (all of them when ``verbose``), one row each."""
+    rows: list[list[Cell]] = []
+    for r in report.patterns:
+        if verbose or r.status != "pass":
+            sqnr = _db(r.sqnr_db) + ("*" if r.reference_fallback else "")
+            rows.append([r.pattern, _case_text(r), _status(r.status), sqnr, r.reason])
+    return rows
+
+
+def model_rows(report: CheckReport) -> list[list[Cell]]:
+    rows: list[list[Cell]] = []
     for m in report.models:
         quantized = sum(1 for kind in m.quantized.values() if kind != "fp32")
         # With nothing quantized the SQNR only says "float equals float": not worth showing.
         sqnr = _db(m.sqnr_db) + ("*" if m.reference_fallback else "") if quantized else ""
         timing = f"{_ms(m.fp32_ms)}/{_ms(m.int8_ms)}" if m.int8_ms is not None else ""
-        table.add_row(
-            user_text(m.name),
-            _status(m.status),
-            f"{quantized}/{len(m.quantized)} ops",
-            sqnr,
-            timing,
-            user_text(m.reason),
-        )
-    return table
+        ops = f"{quantized}/{len(m.quantized)} ops"
+        rows.append([m.name, _status(m.status), ops, sqnr, timing, m.reason])
+    return rows
 
 
 def summary_line(report: CheckReport) -> str:
@@ -117,14 +97,15 @@ def print_text(
     console: Console | None = None,
 ) -> None:
     console = console or make_console()
-    table = case_table(report, verbose)
-    if table is not None:
-        console.print(table)
+    cases = case_rows(report, verbose)
+    if cases:
+        title = f"cases of {report.backend} on {report.engine}"
+        print_table(console, title, _CASE_HEADERS, cases)
     passing = report.counts()["pass"]
     if not verbose and passing:
         console.print(f"{passing} passing cases not listed (--verbose lists them)")
     if report.models:
-        console.print(model_table(report))
+        print_table(console, "models", _MODEL_HEADERS, model_rows(report))
     if verbose:
         _print_details(report, console)
     for note in report.notes:
