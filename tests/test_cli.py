@@ -170,3 +170,16 @@ def test_a_bad_format_is_refused_before_any_work(command, choices):
     assert result.exit_code == 2
     words = " ".join(result.output.replace("│", " ").split())  # the usage box may wrap
     assert f"must be one of {choices}, not 'xml'" in words
+
+
+def test_compile_keeps_lint_notes_out_of_its_warnings(tmp_path):
+    spec = tmp_path / "identity.yaml"
+    spec.write_text(
+        "name: x\ndtype_configs:\n  int8: {input_dtype: quint8, output_dtype: quint8}\n"
+        "patterns:\n  - pattern: nn.Identity\n    dtype_configs: [int8]\n"
+    )
+    lint = runner.invoke(app, ["lint", str(spec)])
+    assert "info BS701" in lint.output  # a note: pt2e skips nn.Identity
+    result = runner.invoke(app, ["compile", str(spec)])
+    assert result.exit_code == 0, result.output
+    assert "BS701" not in result.output and "warning" not in result.output

@@ -59,7 +59,7 @@ def compile_report(
 ) -> tuple[Compiled | None, list[Diagnostic]]:
     """What ``bespec compile`` reports, from one read: the compiled spec (None when there is
     any error), and every diagnostic: the loader's errors, the :data:`ENFORCED` rules' findings
-    as errors, the other rules' findings as warnings."""
+    as errors, the other rules' findings as warnings (notes stay notes: ``compile`` hides them)."""
     with _torch.quiet():
         try:
             context, built = _context(Path(path), allow_imports, allow_extends_outside)
@@ -69,7 +69,9 @@ def compile_report(
         warnings: list[Diagnostic] = []
         if context is not None:
             errors += _as(Severity.ERROR, _run(context, True))
-            warnings = _as(Severity.WARNING, _run(context, False, rules))
+            found = _run(context, False, rules)
+            problems = [d for d in found if d.severity is not Severity.INFO]
+            warnings = [d for d in found if d not in problems] + _as(Severity.WARNING, problems)
     compiled = None if errors else built.compiled
     return compiled, _ordered([*errors, *warnings])
 
