@@ -209,3 +209,10 @@ def test_canonical_keys_keep_x_keys_before_what_followed_them() -> None:
     assert canonical_keys(["x-top", "name", "spec_version"], TOP_LEVEL, "x-")[0] == "x-top"
     many = [f"x-{i}" for i in range(100_000)] + ["name"]  # linear, not quadratic
     assert canonical_keys(many, TOP_LEVEL, "x-") == many
+
+
+def test_toml_keys_are_written_key_equals_value() -> None:
+    text = 'spec_version = 1\n"name"   =  "x"  # kept\n[dtype_configs.a]\ninput_dtype=  "quint8"\n'
+    assert format_toml_text(text) == (
+        'spec_version = 1\n"name" = "x"  # kept\n[dtype_configs.a]\ninput_dtype = "quint8"\n'
+    )

@@ -260,12 +260,19 @@ def _reorder_toml(container: Any, order: tuple[str, ...], prefix: str | None) ->
         else:
             if not chunks and not header:
                 header, pending = pending, []
-            chunks[key.key] = [*pending, (key, item)]
+            chunks[key.key] = [*pending, (_spaced(key), item)]
             pending = []
     ordered = canonical_keys(list(chunks), order, prefix)
     body[:] = [*header, *(pair for k in ordered for pair in chunks[k]), *tail, *pending]
     if order is DTYPE_CONFIG:
         _reorder_constrained(body)
+
+
+def _spaced(key: Any) -> Any:
+    """The key written ``key = value`` (one space each side of ``=``), quoting kept."""
+    from tomlkit.items import SingleKey
+
+    return SingleKey(key.key, t=key.t, sep=" = ") if isinstance(key, SingleKey) else key
 
 
 def _reorder_constrained(body: list) -> None:
