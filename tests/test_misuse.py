@@ -188,3 +188,32 @@ def test_fmt_refuses_what_compile_refuses_and_leaves_the_file(
     assert result.exit_code == 1
     assert result.stderr.startswith(f"{spec}{where}") and "Traceback" not in result.output
     assert spec.read_bytes() == original
+
+
+@pytest.mark.parametrize("jobs", ["0", "-1"])
+def test_check_refuses_a_job_count_below_one(jobs: str) -> None:
+    result = CliRunner().invoke(app, ["check", TUTORIAL, "-j", jobs])
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '--jobs'" in result.stderr
+
+
+def test_check_starts_at_most_one_worker_per_cpu_and_case(monkeypatch) -> None:
+    """Each worker imports torch: ``-j 100000`` must not start 100,000 processes."""
+    from backend_spec.check import parallel
+
+    started: list[int] = []
+
+    class Refused(Exception):
+        pass
+
+    def pool(max_workers: int, **_: object) -> None:
+        started.append(max_workers)
+        raise Refused
+
+    monkeypatch.setattr(parallel, "ProcessPoolExecutor", pool)
+    source = parallel.BackendSource.of(TUTORIAL)
+    for count in (3, 100_000):
+        with pytest.raises(Refused):
+            parallel.check_cases(source, "x86", count, jobs=100_000)
+    cpus = os.cpu_count() or 1
+    assert started == [min(3, cpus), cpus]

@@ -117,7 +117,12 @@ def check_cases(
     jobs: int,
     progress: Callable[[str], None] | None = None,
 ) -> list[PatternResult]:
-    """Results of all ``count`` cases, in case order, computed by ``jobs`` workers."""
+    """Results of all ``count`` cases, in case order, computed by ``jobs`` workers.
+
+    Each worker imports torch (hundreds of MB), so ``jobs`` is capped at the CPU count and
+    the number of cases: ``-j 1000`` must not start a thousand processes.
+    """
+    jobs = max(1, min(jobs, count, os.cpu_count() or 1))
     results: list[PatternResult | None] = [None] * count
     with contextlib.ExitStack() as stack:
         launching = stack.enter_context(contextlib.ExitStack())

@@ -499,7 +499,15 @@ def check_cli(
             "else x86, fbgemm or qnnpack)."
         ),
     ] = None,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Parallel worker processes.")] = 1,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            "--jobs",
+            "-j",
+            min=1,
+            help="Parallel worker processes (at most one per CPU and per case).",
+        ),
+    ] = 1,
     model: Annotated[
         list[str] | None,
         typer.Option(
@@ -556,7 +564,7 @@ def check_cli(
                 spec,
                 engine=engine,
                 models=models,
-                jobs=max(1, jobs),
+                jobs=jobs,
                 progress=advance,
                 allow_imports=allowed(allow_import),
                 backend_config=backend_config,

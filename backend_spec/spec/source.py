@@ -649,8 +649,10 @@ def _parse_toml(text: str, file: str) -> SourceDoc:
     _TomlPositions(doc, text, lines).scan()
     problem = _tree_problem(data)
     if problem:
+        # Fatal even when recovering: later stages would recurse into the value or print it
+        # (a 60,000-digit hex integer cannot be converted to decimal text).
         path, code, message = problem
-        doc.diagnostics.append(doc.diagnostic(path, code, message))
+        raise SpecError([doc.diagnostic(path, code, message)])
     return doc
 
 
