@@ -491,7 +491,8 @@ class _YamlComposer:
                 pos,
                 codes.TOO_LARGE,
                 f"document expands to more than {MAX_NODES} nodes",
-                "aliases that nest other aliases multiply; write the data out",
+                "a spec has a few thousand; split the file, and write out aliases that nest "
+                "other aliases (they multiply)",
             )
 
     def _alias(self, event: Any, pos: Position) -> tuple[Any, int, KeyPath, int]:
