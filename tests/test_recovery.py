@@ -349,3 +349,21 @@ def test_every_bad_field_of_one_dtype_mapping_is_reported(tmp_path: Path) -> Non
         """,
     )
     assert where(found) == {("BS212", 6), ("BS212", 7), ("BS203", 8), ("BS211", 9)}, found
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("name: b\nextends: ''\n", "extends must not be empty"),
+        ("name: ''\n", "name must not be empty"),
+        (
+            "spec_version: 2\nname: b\ndtype_configs:\n"
+            "  a: {weight_dtype: {dtype: qint8, ch_axis: 8}}\n",
+            "dtype_configs.a.weight_dtype.ch_axis must be <= 7",
+        ),
+    ],
+)
+def test_limits_are_named_in_our_words_not_pydantics(text: str, message: str) -> None:
+    with pytest.raises(backend_spec.SpecError) as info:
+        backend_spec.loads(text)
+    assert [d.message for d in info.value.diagnostics] == [message]

@@ -601,6 +601,7 @@ class SpecModel(_Strict):
         None,
         description="A built-in torch backend (native, fbgemm, qnnpack, x86, onednn, executorch, "
         "tensorrt) or a path relative to this file.",
+        min_length=1,  # so the schema, too, refuses an empty base
     )
     remove: list[PatternRef] = Field(
         default_factory=list, description="Patterns taken out of what 'extends' brought."
