@@ -113,7 +113,9 @@ def test_wrong_reference_module_fails_naming_the_pattern() -> None:
     report = run_check(bc, engine=ENGINE, models=[])
     result = results_by_key(report)["nn.Linear | ptq#0"]
     assert result.status == "fail"
-    assert "Conv2d" in result.reason and "convert_to_reference_fx" in result.reason
+    # spec spellings, so Conv2d the float module and Conv2d the reference one are told apart
+    assert "reference_quantized_module nnqr.Conv2d right for nn.Linear" in result.reason
+    assert "convert_to_reference_fx" in result.reason
     assert report.failed
 
 

@@ -107,3 +107,26 @@ def test_accepts_a_spec_path(tmp_path) -> None:
     spec.write_text("name: mine\nextends: qnnpack\n")
     mapping = qconfig_mapping(spec).object_type_qconfigs
     assert mapping[nn.Linear].activation().dtype == torch.qint8
+
+
+def test_activation_options_written_at_their_defaults_keep_partners_fusable() -> None:
+    """A conv whose input spells out ``qscheme: affine, granularity: per_tensor`` observes like
+    a ReLU whose input is plain ``qint8``: both must share the conv's per-channel weight
+    observer, or torch refuses to fuse (Conv2d, ReLU) ("same qconfigs for all module types")."""
+    from torch.ao.quantization.qconfig import qconfig_equals
+
+    import backend_spec
+
+    act = "{dtype: qint8, quant_min_lower_bound: -128, quant_max_upper_bound: 127"
+    spec = backend_spec.loads(
+        "spec_version: 2\nname: npu\ndtype_configs:\n"
+        f"  w8a8:\n    input_dtype: {act}, qscheme: affine, granularity: per_tensor}}\n"
+        f"    output_dtype: {act}}}\n"
+        "    weight_dtype: {dtype: qint8, granularity: per_channel}\n    bias_dtype: float\n"
+        f"  a8:\n    input_dtype: {act}}}\n    output_dtype: {act}}}\n"
+        "patterns:\n  - pattern: nn.Conv2d\n    dtype_configs: [w8a8]\n"
+        "  - pattern: nn.ReLU\n    dtype_configs: [a8]\n"
+    )
+    mapping = qconfig_mapping(spec).object_type_qconfigs
+    assert qconfig_equals(mapping[nn.Conv2d], mapping[nn.ReLU])
+    assert fusion_conflicts(spec) == []

@@ -312,7 +312,7 @@ def test_a_bad_inline_dtype_config_leaves_the_entrys_other_configs(tmp_path: Pat
 
 
 def test_a_bad_bound_in_a_block_mapping_is_reported_at_its_own_line(tmp_path: Path) -> None:
-    """Flow mappings keep the mapping's position (tests/bad_specs); block ones, the field's."""
+    """A per-field mistake is at its value; the order checks (BS210), at the later field."""
     text = (
         "name: b\ndtype_configs:\n  a:\n    input_dtype:\n"
         "      dtype: quint8\n      quant_max_upper_bound: 300\n"
@@ -326,3 +326,44 @@ def test_a_bad_bound_in_a_block_mapping_is_reported_at_its_own_line(tmp_path: Pa
         ("BS211", 9, 30),
         ("BS210", 13, 30),
     ]
+
+
+def test_every_bad_field_of_one_dtype_mapping_is_reported(tmp_path: Path) -> None:
+    """A type error in one field does not hide a range or scale error in its neighbours."""
+    found = load_errors(
+        tmp_path,
+        """\
+        name: b
+        dtype_configs:
+          act:
+            input_dtype:
+              dtype: quint8
+              quant_min_lower_bound: -1
+              quant_max_upper_bound: 300
+              scale_min_lower_bound: 2**-12
+              scale_max_upper_bound: -1.0
+            output_dtype: quint8
+        patterns:
+          - pattern: nn.ReLU
+            dtype_configs: [act]
+        """,
+    )
+    assert where(found) == {("BS212", 6), ("BS212", 7), ("BS203", 8), ("BS211", 9)}, found
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("name: b\nextends: ''\n", "extends must not be empty"),
+        ("name: ''\n", "name must not be empty"),
+        (
+            "spec_version: 2\nname: b\ndtype_configs:\n"
+            "  a: {weight_dtype: {dtype: qint8, ch_axis: 8}}\n",
+            "dtype_configs.a.weight_dtype.ch_axis must be <= 7",
+        ),
+    ],
+)
+def test_limits_are_named_in_our_words_not_pydantics(text: str, message: str) -> None:
+    with pytest.raises(backend_spec.SpecError) as info:
+        backend_spec.loads(text)
+    assert [d.message for d in info.value.diagnostics] == [message]

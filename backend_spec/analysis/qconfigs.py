@@ -310,9 +310,30 @@ def _weight_partners(backend_config: BackendConfig) -> dict[tuple, tuple]:
     return partners
 
 
+#: Version 2 options an activation observer gets when they are not written (or that it ignores):
+#: an input written ``{qscheme: affine, granularity: per_tensor}`` observes exactly as a plain
+#: ``qint8`` does, so both must find the same weight partner (else (Conv2d, ReLU) cannot fuse).
+_ACTIVATION_DEFAULTS = {
+    "observer": "minmax",
+    "qscheme": "affine",
+    "granularity": "per_tensor",
+    "fake_quant": "fused_moving_avg",
+}
+
+
 def _activation_key(described: tuple) -> tuple:
     inp, out, _weight, _bias, is_dynamic = described
-    return inp, out, is_dynamic
+    return _as_activation(inp), _as_activation(out), is_dynamic
+
+
+def _as_activation(constraints: tuple) -> tuple:
+    """``constraints`` without the options that do not change an activation observer."""
+    options = tuple(
+        (key, value)
+        for key, value in constraints[7]
+        if key != "ch_axis" and _ACTIVATION_DEFAULTS.get(key) != value
+    )
+    return (*constraints[:7], options)
 
 
 def qconfig_for(dtype_config: DTypeConfig, *, reduce_range: bool = False) -> QConfig | None:

@@ -49,6 +49,7 @@ from backend_spec.check.signature import (
 )
 from backend_spec.check.synthesize import SkipPattern, Synthesized, synthesize
 from backend_spec.names.dtypes import dtype_name
+from backend_spec.names.labels import object_label
 
 with quiet():
     from torch.ao.quantization import QConfigMapping
@@ -260,7 +261,6 @@ def declared_text(config: Any) -> list[str]:
     show (a fusion pattern's observation type, once torch matches the fused module instead)
     still drifts, naming the field."""
     from backend_spec.names.fusers import sequential_class
-    from backend_spec.names.labels import object_label
 
     lines = []
     for name in _DECLARED_FIELDS:
@@ -464,8 +464,8 @@ def _reference_hint(config: Any) -> str:
     ref, root = config.reference_quantized_module, config.root_module
     if ref is None:
         return ""
-    root_name = root.__name__ if root is not None else "?"
-    return f"is reference_quantized_module {ref.__name__} right for {root_name}?"
+    root_name = object_label(root) if root is not None else "?"
+    return f"is reference_quantized_module {object_label(ref)} right for {root_name}?"
 
 
 def _first_node(gm: Any, synth: Synthesized) -> Any:
@@ -583,10 +583,10 @@ def _verify_reference(case: Case, reference: Any, first_name: str, last_name: st
     if expected_ref is not None and first.op == "call_module":
         found = graphs.reference_module(reference, first)
         if not isinstance(found, expected_ref):
-            actual = type(found or reference.get_submodule(str(first.target))).__name__
-            raise PatternFailure(
+            actual = object_label(type(found or reference.get_submodule(str(first.target))))
+            raise PatternFailure(  # spec spellings: "Conv2d, not Conv2d" told the user nothing
                 f"reference model holds {actual}, not reference_quantized_module "
-                f"{expected_ref.__name__} (convert_to_reference_fx)"
+                f"{object_label(expected_ref)} (convert_to_reference_fx)"
             )
     if kind.startswith("weight-only"):
         return

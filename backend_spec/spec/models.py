@@ -24,6 +24,7 @@ from pydantic import (
     Field,
     PrivateAttr,
     Tag,
+    ValidationInfo,
     create_model,
     field_validator,
     model_validator,
@@ -206,8 +207,46 @@ class DTypeWithConstraintsModel(_Strict):
     def _known_dtype(cls, value: str) -> str:
         return check_dtype_name(value)
 
+    @field_validator("scale_min_lower_bound", "scale_max_upper_bound", "scale_exact_match")
+    @classmethod
+    def _positive_scale(cls, value: float | None, info: ValidationInfo) -> float | None:
+        """Checked per field (not in the model check) so that a bad scale does not hide the
+        other fields' mistakes: each field that is wrong gets its own diagnostic."""
+        if value is not None and not (value > 0 and math.isfinite(value)):
+            raise PydanticCustomError(
+                codes.NONPOSITIVE_SCALE,
+                "{field} must be a positive finite number, got {value}",
+                {"field": info.field_name, "value": value},
+            )
+        return value
+
+    @field_validator("quant_min_lower_bound", "quant_max_upper_bound", "zero_point_exact_match")
+    @classmethod
+    def _inside_dtype_range(cls, value: int | None, info: ValidationInfo) -> int | None:
+        """Per field, like ``_positive_scale``; ``dtype`` is declared first, so it is in
+        ``info.data`` whenever it is valid (an unknown dtype is reported on its own)."""
+        dtype = info.data.get("dtype")
+        bounds = dtype_range(dtype) if isinstance(dtype, str) else None
+        if value is None or bounds is None:
+            return value
+        lowest, highest = bounds
+        if not lowest <= value <= highest:
+            raise PydanticCustomError(
+                codes.OUT_OF_RANGE,
+                "{field} {value} is outside the range of {dtype} [{lowest}, {highest}]",
+                {
+                    "field": info.field_name,
+                    "value": value,
+                    "dtype": dtype,
+                    "lowest": lowest,
+                    "highest": highest,
+                },
+            )
+        return value
+
     @model_validator(mode="after")
-    def _sane_constraints(self) -> DTypeWithConstraintsModel:
+    def _ordered_bounds(self) -> DTypeWithConstraintsModel:
+        """The cross-field order checks: they run only once every field is valid."""
         low, high = self.quant_min_lower_bound, self.quant_max_upper_bound
         if low is not None and high is not None and low > high:
             raise PydanticCustomError(
@@ -216,48 +255,13 @@ class DTypeWithConstraintsModel(_Strict):
                 {"low": low, "high": high, "label": "quant_max_upper_bound"},
             )
         smin, smax = self.scale_min_lower_bound, self.scale_max_upper_bound
-        for label, value in (
-            ("scale_min_lower_bound", smin),
-            ("scale_max_upper_bound", smax),
-            ("scale_exact_match", self.scale_exact_match),
-        ):
-            if value is not None and not (value > 0 and math.isfinite(value)):
-                raise PydanticCustomError(
-                    codes.NONPOSITIVE_SCALE,
-                    "{label} must be a positive finite number, got {value}",
-                    {"label": label, "value": value},
-                )
         if smin is not None and smax is not None and smin > smax:
             raise PydanticCustomError(
                 codes.INVERTED_BOUNDS,
                 "scale_min_lower_bound {low} is above scale_max_upper_bound {high}",
                 {"low": smin, "high": smax, "label": "scale_max_upper_bound"},
             )
-        self._inside_dtype_range()
         return self
-
-    def _inside_dtype_range(self) -> None:
-        bounds = dtype_range(self.dtype)
-        if bounds is None:
-            return
-        lowest, highest = bounds
-        for label, value in (
-            ("quant_min_lower_bound", self.quant_min_lower_bound),
-            ("quant_max_upper_bound", self.quant_max_upper_bound),
-            ("zero_point_exact_match", self.zero_point_exact_match),
-        ):
-            if value is not None and not lowest <= value <= highest:
-                raise PydanticCustomError(
-                    codes.OUT_OF_RANGE,
-                    "{label} {value} is outside the range of {dtype} [{lowest}, {highest}]",
-                    {
-                        "label": label,
-                        "value": value,
-                        "dtype": self.dtype,
-                        "lowest": lowest,
-                        "highest": highest,
-                    },
-                )
 
 
 def check_dtype_name(value: str) -> str:
@@ -597,6 +601,7 @@ class SpecModel(_Strict):
         None,
         description="A built-in torch backend (native, fbgemm, qnnpack, x86, onednn, executorch, "
         "tensorrt) or a path relative to this file.",
+        min_length=1,  # so the schema, too, refuses an empty base
     )
     remove: list[PatternRef] = Field(
         default_factory=list, description="Patterns taken out of what 'extends' brought."

@@ -371,6 +371,10 @@ def _diagnostic(doc: SourceDoc, data: Any, err: Any) -> Diagnostic:
         )
     if kind == "greater_than_equal":
         return doc.diagnostic(path, codes.INVALID_VALUE, f"{where} must be >= {ctx.get('ge')}")
+    if kind == "less_than_equal":  # pydantic's own text ("Input should be ...") names no field
+        return doc.diagnostic(path, codes.INVALID_VALUE, f"{where} must be <= {ctx.get('le')}")
+    if kind == "string_too_short":
+        return doc.diagnostic(path, codes.INVALID_VALUE, f"{where} must not be empty")
     return doc.diagnostic(path, codes.INVALID_VALUE, f"{where}: {err['msg']}")
 
 
