@@ -15,28 +15,9 @@ from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
 
 import backend_spec
 from backend_spec.analysis.compare import describe
+from backend_spec.analysis.explain import TutorialModel
 
 SPECS = ["tutorial.yaml", "tutorial.toml"]
-
-
-class TutorialModel(torch.nn.Module):
-    def __init__(self, use_bn: bool):
-        super().__init__()
-        self.linear = torch.nn.Linear(10, 3)
-        self.conv = torch.nn.Conv2d(3, 3, 3)
-        self.bn = torch.nn.BatchNorm2d(3)
-        self.relu = torch.nn.ReLU()
-        self.sigmoid = torch.nn.Sigmoid()
-        self.use_bn = use_bn
-
-    def forward(self, x):
-        x = self.linear(x)
-        x = self.conv(x)
-        if self.use_bn:
-            x = self.bn(x)
-        x = self.relu(x)
-        x = self.sigmoid(x)
-        return x
 
 
 def tutorial_qconfig_mapping() -> QConfigMapping:

@@ -27,20 +27,23 @@ from backend_spec.names.labels import config_label, dtype_label, object_label, p
 
 
 class TutorialModel(torch.nn.Module):
-    """The model of PyTorch's BackendConfig tutorial: linear, conv, bn, relu, sigmoid."""
+    """The model of PyTorch's BackendConfig tutorial: linear, conv, bn, relu, sigmoid (the
+    tutorial's third outcome drops the bn: ``use_bn=False``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, use_bn: bool = True) -> None:
         super().__init__()
         self.linear = torch.nn.Linear(10, 3)
         self.conv = torch.nn.Conv2d(3, 3, 3)
         self.bn = torch.nn.BatchNorm2d(3)
         self.relu = torch.nn.ReLU()
         self.sigmoid = torch.nn.Sigmoid()
+        self.use_bn = use_bn
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.linear(x)
         x = self.conv(x)
-        x = self.bn(x)
+        if self.use_bn:
+            x = self.bn(x)
         x = self.relu(x)
         return self.sigmoid(x)
 

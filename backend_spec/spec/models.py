@@ -156,6 +156,13 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
+#: Bounds that must be in order (low <= high), checked once both are valid.
+_ORDERED_PAIRS = (
+    ("quant_min_lower_bound", "quant_max_upper_bound"),
+    ("scale_min_lower_bound", "scale_max_upper_bound"),
+)
+
+
 class DTypeWithConstraintsModel(_Strict):
     """A dtype plus the constraints a QConfig must meet (torch's ``DTypeWithConstraints``)."""
 
@@ -247,20 +254,14 @@ class DTypeWithConstraintsModel(_Strict):
     @model_validator(mode="after")
     def _ordered_bounds(self) -> DTypeWithConstraintsModel:
         """The cross-field order checks: they run only once every field is valid."""
-        low, high = self.quant_min_lower_bound, self.quant_max_upper_bound
-        if low is not None and high is not None and low > high:
-            raise PydanticCustomError(
-                codes.INVERTED_BOUNDS,
-                "quant_min_lower_bound {low} is above quant_max_upper_bound {high}",
-                {"low": low, "high": high, "label": "quant_max_upper_bound"},
-            )
-        smin, smax = self.scale_min_lower_bound, self.scale_max_upper_bound
-        if smin is not None and smax is not None and smin > smax:
-            raise PydanticCustomError(
-                codes.INVERTED_BOUNDS,
-                "scale_min_lower_bound {low} is above scale_max_upper_bound {high}",
-                {"low": smin, "high": smax, "label": "scale_max_upper_bound"},
-            )
+        for low_key, high_key in _ORDERED_PAIRS:
+            low, high = getattr(self, low_key), getattr(self, high_key)
+            if low is not None and high is not None and low > high:
+                raise PydanticCustomError(
+                    codes.INVERTED_BOUNDS,
+                    f"{low_key} {{low}} is above {high_key} {{high}}",
+                    {"low": low, "high": high, "label": high_key},
+                )
         return self
 
 
