@@ -41,7 +41,7 @@ fmt: $(STAMP)
 	$(PY) -m ruff check --fix backend_spec tests benchmarks cli.py
 
 schema: $(STAMP)
-	$(PY) -m backend_spec.spec.schema
+	$(PY) -m backend_spec.specfile.schema
 
 docs: $(STAMP)
 	$(PY) -m backend_spec.cli.render.reference docs

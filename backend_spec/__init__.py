@@ -24,8 +24,8 @@ __version__ = "0.1.0"
 SPEC_VERSION = 1
 
 _LAZY = {
-    "load": "backend_spec.build.loader",
-    "loads": "backend_spec.build.loader",
+    "load": "backend_spec.compiler.loader",
+    "loads": "backend_spec.compiler.loader",
     "dump": "backend_spec.export",
     "qconfig_mapping": "backend_spec.analysis.qconfigs",
     "quantizer": "backend_spec.pt2e",
@@ -45,7 +45,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from backend_spec.analysis.qconfigs import qconfig_mapping
-    from backend_spec.build.loader import load, loads
+    from backend_spec.compiler.loader import load, loads
     from backend_spec.export import dump
     from backend_spec.pt2e import quantizer
 

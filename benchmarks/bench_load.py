@@ -47,7 +47,7 @@ def _distinct(config, copy_number: int):
         return config
     import copy
 
-    from backend_spec.build.compiler import pattern_key
+    from backend_spec.compiler.compiler import pattern_key
 
     repeat = copy.copy(config)
     repeat.pattern = None

@@ -1,4 +1,4 @@
-"""One backend reference (backend_spec.build.backends): a spec file, a built-in name or
+"""One backend reference (backend_spec.compiler.backends): a spec file, a built-in name or
 module:attr, decided in one place and used by every command that takes a backend."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from backend_spec._torch import BackendConfig
-from backend_spec.build.backends import load_backend, load_compiled
 from backend_spec.cli.app import app
+from backend_spec.compiler.backends import load_backend, load_compiled
 from backend_spec.diagnostics import SpecError
 
 ROOT = Path(__file__).resolve().parent.parent

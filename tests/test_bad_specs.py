@@ -62,7 +62,7 @@ def test_hostile_specs_import_nothing_outside_allowed_roots() -> None:
     sys.modules: names like os.system or subprocess.run are refused before any import."""
     script = (
         "import sys, backend_spec\n"
-        "from backend_spec.build.loader import load\n"
+        "from backend_spec.compiler.loader import load\n"
         "load('specs/tutorial.yaml')  # warm up bespec's own lazy imports\n"
         "before = set(sys.modules)\n"
         "for path in sys.argv[1:]:\n"

@@ -15,7 +15,7 @@ from backend_spec.check import (
     build_cases,
     check_case,
     compare_to_golden,
-    emit_test,
+    emit_pytest,
     engine_for,
     read_golden,
     run_check,
@@ -403,7 +403,7 @@ def test_cli_exit_status_follows_the_golden(tmp_path) -> None:
     test_file = tmp_path / "test_backend_golden.py"
     spec.write_text(backend_spec.dump(small_backend(["nn.Linear"], "mine")))
     assert runner.invoke(app, [*base, "--golden", str(golden), "--update-golden"]).exit_code == 0
-    emit_test(spec, golden, test_file)
+    emit_pytest(spec, golden, test_file)
     namespace: dict = {"__file__": str(test_file)}
     exec(compile(test_file.read_text(), str(test_file), "exec"), namespace)
     namespace["test_backend_spec_matches_golden"]()

@@ -12,10 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from backend_spec.analysis.compare import describe
-from backend_spec.build.loader import load
 from backend_spec.cli.app import app
-from backend_spec.spec.models import json_schema
-from backend_spec.spec.schema import generated_text, schema_comment, schema_text
+from backend_spec.compiler.loader import load
+from backend_spec.specfile.models import json_schema
+from backend_spec.specfile.schema import generated_text, schema_comment, schema_text
 
 ROOT = Path(__file__).resolve().parent.parent
 REPO_SCHEMA_REF = "../backend_spec/schema/backend-spec.schema.json"

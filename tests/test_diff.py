@@ -7,9 +7,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from backend_spec.build.backends import load_backend
 from backend_spec.cli.app import app
 from backend_spec.cli.render.diff import diff_configs
+from backend_spec.compiler.backends import load_backend
 
 ROOT = Path(__file__).resolve().parent.parent
 TUTORIAL = str(ROOT / "specs" / "tutorial.yaml")

@@ -23,7 +23,7 @@ from backend_spec._torch import (
     ObservationType,
     torch,
 )
-from backend_spec.build.backends import load_backend
+from backend_spec.compiler.backends import load_backend
 from backend_spec.export import build_document, dump
 from backend_spec.export.dtypes import DTypeConfigTable, derived_name
 from backend_spec.names.naming import object_name, op_name
@@ -35,7 +35,7 @@ from backend_spec.names.vocabulary import (
     METHOD_PREFIX,
     SPECIAL_NAMES,
 )
-from backend_spec.spec.schema import SCHEMA_NAME, schema_text
+from backend_spec.specfile.schema import SCHEMA_NAME, schema_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -403,7 +403,7 @@ def test_dump_is_deterministic_within_a_process() -> None:
 @pytest.mark.slow
 def test_dump_is_byte_identical_across_processes() -> None:
     script = (
-        "import sys, backend_spec, backend_spec.build.backends as b; "
+        "import sys, backend_spec, backend_spec.compiler.backends as b; "
         "sys.stdout.write(backend_spec.dump(b.load_backend('x86')))"
     )
     env = {**os.environ, "PYTHONHASHSEED": "12345"}

@@ -1,5 +1,5 @@
-"""The field table (backend_spec.spec.fields) against torch's BackendPatternConfig: a field torch
-adds, renames or drops fails here until the table (the one place to add it) is updated."""
+"""The field table (backend_spec.specfile.fields) against torch's BackendPatternConfig: a field
+torch adds, renames or drops fails here until the table (the one place to add it) is updated."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 
 from backend_spec._torch import BackendPatternConfig, ObservationType, torch
 from backend_spec.analysis.compare import describe_pattern
-from backend_spec.spec.fields import PATTERN_FIELDS, FieldKind
-from backend_spec.spec.models import PT2E_PATTERN_FIELDS, PatternModel
+from backend_spec.specfile.fields import PATTERN_FIELDS, FieldKind
+from backend_spec.specfile.models import PT2E_PATTERN_FIELDS, PatternModel
 
 #: torch setters that are not fields: ``add_dtype_config`` appends to ``dtype_configs``.
 _NOT_FIELDS = {"add_dtype_config"}
@@ -71,7 +71,7 @@ def test_torch_dict_key_constants_are_spec_keys() -> None:
     # The module's other constants name DTypeConfig and BackendConfig keys.
     assert spec_keys <= pattern_keys
     unknown = pattern_keys - spec_keys
-    from backend_spec.spec.models import DTypeConfigModel
+    from backend_spec.specfile.models import DTypeConfigModel
 
     dtype_keys = set(DTypeConfigModel.model_fields) | {"name", "configs"}
     assert unknown <= dtype_keys, f"torch keys missing from the field table: {unknown}"

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 import backend_spec
 from backend_spec.analysis.compare import diff
 from backend_spec.cli.app import app
-from backend_spec.spec.fmt import FormatError, format_text, format_toml_text
+from backend_spec.specfile.fmt import FormatError, format_text, format_toml_text
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -200,7 +200,7 @@ def test_the_repositorys_own_specs_are_formatted() -> None:
 
 
 def test_canonical_keys_keep_x_keys_before_what_followed_them() -> None:
-    from backend_spec.spec.fmt import TOP_LEVEL, canonical_keys
+    from backend_spec.specfile.fmt import TOP_LEVEL, canonical_keys
 
     keys = ["spec_version", "name", "x-a", "patterns", "x-b", "dtype_configs", "zz", "x-end"]
     assert canonical_keys(keys, TOP_LEVEL, "x-") == [

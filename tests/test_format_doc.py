@@ -11,7 +11,7 @@ import pytest
 import backend_spec
 from backend_spec import codes
 from backend_spec.cli.render.reference import KEY_TABLES, fill_key_tables
-from backend_spec.spec.models import DTypeConfigModel, PatternModel, SpecModel
+from backend_spec.specfile.models import DTypeConfigModel, PatternModel, SpecModel
 
 ROOT = Path(__file__).resolve().parent.parent
 FORMAT = (ROOT / "docs" / "format.md").read_text(encoding="utf-8")

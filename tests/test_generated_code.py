@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from backend_spec._torch import BackendConfig, BackendPatternConfig, torch
-from backend_spec.check.emit_test import emit_test
+from backend_spec.check.emit_pytest import emit_pytest
 from backend_spec.cli.app import app
 from backend_spec.export.python import generate_module
 
@@ -69,7 +69,7 @@ def test_emitted_test_runs_no_injected_code(tmp_path_factory, name: list[str]) -
     spec.write_text("name: x\npatterns:\n  - pattern: nn.ReLU\n")
     golden = folder / f"{stem}.golden.json"
     out = folder / "test_emitted.py"
-    emit_test(spec, golden, out, allow_imports=[])
+    emit_pytest(spec, golden, out, allow_imports=[])
     namespace = import_module(out)
     assert Path(namespace.SPEC).name == spec.name  # type: ignore[attr-defined]
     assert not MARKER.exists() and not (folder / "M").exists()

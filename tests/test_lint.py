@@ -190,7 +190,7 @@ def _builtin_spec(name: str, tmp_path: Path) -> Path:
     committed = SPECS / f"{name}.yaml"
     if committed.is_file():
         return committed
-    from backend_spec.build.backends import load_backend
+    from backend_spec.compiler.backends import load_backend
     from backend_spec.export import dump
 
     path = tmp_path / f"{name}.yaml"

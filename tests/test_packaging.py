@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 import backend_spec
 from backend_spec.cli.app import app
-from backend_spec.spec.schema import SCHEMA_NAME, schema_comment, schema_text
+from backend_spec.specfile.schema import SCHEMA_NAME, schema_comment, schema_text
 
 ROOT = Path(__file__).resolve().parent.parent
 runner = CliRunner()

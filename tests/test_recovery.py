@@ -266,7 +266,7 @@ def test_qualified_dtype_names_get_a_hint() -> None:
 def test_lint_reads_and_validates_each_file_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from backend_spec.build import loader
+    from backend_spec.compiler import loader
     from backend_spec.lint import runner
 
     calls = {"read": 0, "validate": 0}

@@ -20,7 +20,7 @@ from backend_spec._torch import (
     torch,
 )
 from backend_spec.analysis.compare import describe, describe_backend, diff
-from backend_spec.build.backends import load_backend
+from backend_spec.compiler.backends import load_backend
 from backend_spec.export import dump
 from backend_spec.names.vocabulary import BUILTIN_BACKENDS
 

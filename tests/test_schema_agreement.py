@@ -16,8 +16,8 @@ import pytest
 from ruamel.yaml import YAML
 
 import backend_spec
-from backend_spec.spec.models import json_schema
-from backend_spec.spec.source import parse
+from backend_spec.specfile.models import json_schema
+from backend_spec.specfile.source import parse
 
 CASES = YAML(typ="safe").load(
     (Path(__file__).parent / "schema_cases" / "cases.yaml").read_text(encoding="utf-8")

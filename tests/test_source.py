@@ -7,7 +7,7 @@ import math
 import pytest
 
 from backend_spec.diagnostics import SpecError
-from backend_spec.spec.source import parse
+from backend_spec.specfile.source import parse
 
 
 def test_yaml_positions_of_keys_and_values():

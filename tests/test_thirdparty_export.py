@@ -359,7 +359,7 @@ def test_exported_third_party_specs_validate_against_the_json_schema(case: str) 
     import jsonschema
     from ruamel.yaml import YAML
 
-    from backend_spec.spec.schema import schema_text
+    from backend_spec.specfile.schema import schema_text
 
     validator = jsonschema.Draft202012Validator(json.loads(schema_text()))  # the shipped one
     _, _, text = round_trip(case, "yaml", base="auto")

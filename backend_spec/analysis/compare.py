@@ -32,8 +32,8 @@ from backend_spec.names.dtypes import dtype_name
 from backend_spec.names.fusers import map_wrapper
 from backend_spec.names.labels import object_label, pattern_label
 from backend_spec.names.naming import observation_type_name
-from backend_spec.spec.fields import MODULE_KINDS, PATTERN_FIELDS, PATTERN_KINDS, FieldKind
-from backend_spec.spec.models import CONSTRAINT_FIELDS
+from backend_spec.specfile.fields import MODULE_KINDS, PATTERN_FIELDS, PATTERN_KINDS, FieldKind
+from backend_spec.specfile.models import CONSTRAINT_FIELDS
 
 __all__ = [
     "Difference",

@@ -547,7 +547,7 @@ def explain_compiled(
 ) -> Explanation:
     """:func:`explain` for a loader ``Compiled``: the spec's own patterns are those whose
     origin is a file rather than a built-in base (``torch:NAME``)."""
-    from backend_spec.build.compiler import pattern_key
+    from backend_spec.compiler.compiler import pattern_key
 
     def own(config: Any) -> bool:
         origin = compiled.origins.get(pattern_key(config))

@@ -20,7 +20,7 @@ from functools import cache
 from typing import Any
 
 from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig, quiet, torch
-from backend_spec.build.observed import observer_options
+from backend_spec.compiler.observed import observer_options
 from backend_spec.names.dtypes import dtype_name, dtype_range
 from backend_spec.names.labels import dtype_label
 
@@ -139,7 +139,7 @@ def resolve_backend_config(
     """A BackendConfig as is, or the one a spec file compiles to."""
     if isinstance(spec_or_backend_config, BackendConfig):
         return spec_or_backend_config
-    from backend_spec.build.loader import load
+    from backend_spec.compiler.loader import load
 
     return load(os.fspath(spec_or_backend_config), allow_imports=list(allow_imports))
 

@@ -27,7 +27,7 @@ from backend_spec.check.results import PatternResult
 @dataclass(frozen=True)
 class BackendSource:
     """A picklable recipe for a BackendConfig: a backend reference (a spec file, made absolute,
-    a built-in name or ``module:attr``; see :mod:`backend_spec.build.backends`)."""
+    a built-in name or ``module:attr``; see :mod:`backend_spec.compiler.backends`)."""
 
     ref: str
     allow_imports: tuple[str, ...] = ()
@@ -42,7 +42,7 @@ class BackendSource:
         return None
 
     def build(self) -> Any:
-        from backend_spec.build.backends import load_backend
+        from backend_spec.compiler.backends import load_backend
 
         return load_backend(self.ref, self.allow_imports)
 

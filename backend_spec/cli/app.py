@@ -131,7 +131,7 @@ def write_spec(text: str, output: Path | None, schema_ref: str | None) -> None:
     points at, beside it (so that the reference works wherever the file is)."""
     write_output(text, output)
     if output is not None and schema_ref is None:
-        from backend_spec.spec.schema import write_beside
+        from backend_spec.specfile.schema import write_beside
 
         if (schema := write_beside(output)) is not None:
             typer.echo(f"wrote {schema}", err=True)
@@ -221,7 +221,7 @@ def load_ref(
     A reference that names nothing usable exits 2 with one line; a spec's problems are
     printed and exit ``spec_errors_exit``.
     """
-    from backend_spec.build.backends import load_compiled
+    from backend_spec.compiler.backends import load_compiled
 
     try:
         return load_compiled(ref, allowed(allow_import), allow_extends_outside=extends_outside)
@@ -266,7 +266,7 @@ def compile_command(
         typer.Option("-o", "--output", help="Write a standalone Python module here."),
     ] = None,
     allow_import: AllowImport = None,
-    emit_test: Annotated[
+    emit_pytest: Annotated[
         Path | None,
         typer.Option(
             "--emit-test",
@@ -289,7 +289,7 @@ def compile_command(
     if target not in ("fx", "pt2e"):
         raise fail_usage(f"--target must be fx or pt2e, not {target!r}")
     check_output_path(output)
-    check_output_path(emit_test)
+    check_output_path(emit_pytest)
     compiled = compile_reporting(existing(spec), allow_import, allow_extends_outside)
     print_summary(compiled.backend_config, spec)
     if target == "pt2e":
@@ -305,20 +305,20 @@ def compile_command(
             raise report_errors(error) from None
         write_file(output, text)
         typer.echo(f"wrote {output}")
-    if emit_test is not None:
-        write_emitted_test(spec, emit_test, golden, allow_import)
+    if emit_pytest is not None:
+        write_emitted_test(spec, emit_pytest, golden, allow_import)
 
 
 def write_emitted_test(
     spec: Path, test_path: Path, golden: Path | None, allow_import: list[str] | None
 ) -> None:
     """The regression test bespec emits beside the BackendConfig, for the user's own CI."""
-    from backend_spec.check import emit_test
+    from backend_spec.check import emit_pytest
     from backend_spec.files import WriteError
 
     golden = golden or test_path.with_suffix(".golden.json")
     try:
-        emit_test(spec, golden, test_path, allow_imports=allowed(allow_import))
+        emit_pytest(spec, golden, test_path, allow_imports=allowed(allow_import))
     except WriteError as exc:
         raise fail_usage(str(exc)) from None
     typer.echo(f"wrote {test_path}")
@@ -343,7 +343,7 @@ def schema_command(
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write here.")] = None,
 ) -> None:
     """Print (or write) the JSON Schema of the spec format, for editors and validators."""
-    from backend_spec.spec.schema import schema_text
+    from backend_spec.specfile.schema import schema_text
 
     write_output(schema_text(), output)
 
@@ -362,8 +362,8 @@ def init_command(
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
     """Write a starter spec for a new backend (and the schema its editors use, beside it)."""
-    from backend_spec.spec.schema import SCHEMA_NAME
-    from backend_spec.spec.starter import starter_text, valid_name
+    from backend_spec.specfile.schema import SCHEMA_NAME
+    from backend_spec.specfile.starter import starter_text, valid_name
 
     if not valid_name(name):
         raise fail_usage(f"{name!r} is not a backend name: use letters, digits, _ and -")
@@ -401,7 +401,7 @@ def export_command(
     """Write a BackendConfig as a spec."""
     from backend_spec.export import build_document, emit, name_from_ref
     from backend_spec.export.document import foreign_packages
-    from backend_spec.spec.schema import SCHEMA_NAME
+    from backend_spec.specfile.schema import SCHEMA_NAME
 
     fmt = output_format(fmt, output)
     chosen = _export_base(name, base)  # checked before any import or work
@@ -740,7 +740,7 @@ def fmt_command(
     """Rewrite YAML and TOML specs in the canonical key order and layout, comments kept."""
     from backend_spec.cli.render.console import escape
     from backend_spec.files import WriteError
-    from backend_spec.spec.fmt import FormatError, format_path
+    from backend_spec.specfile.fmt import FormatError, format_path
 
     failed = False
     for spec in specs:

@@ -14,7 +14,7 @@ from backend_spec._torch import BackendConfig, quiet
 from backend_spec.export.document import SpecDocument, build_document
 from backend_spec.export.emit_toml import emit_toml
 from backend_spec.export.emit_yaml import emit_yaml
-from backend_spec.spec.schema import SCHEMA_NAME
+from backend_spec.specfile.schema import SCHEMA_NAME
 
 __all__ = ["ExportWarning", "SpecDocument", "build_document", "dump", "emit", "name_from_ref"]
 

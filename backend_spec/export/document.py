@@ -15,7 +15,7 @@ from typing import Any
 
 from backend_spec import codes
 from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig, ObservationType
-from backend_spec.build.observed import pattern_aten, pattern_quantize
+from backend_spec.compiler.observed import pattern_aten, pattern_quantize
 from backend_spec.diagnostics import Diagnostic, Severity, SpecError, format_key_path
 from backend_spec.export.dtypes import DTypeConfigTable, DTypeDoc
 from backend_spec.export.families import family_of
@@ -23,7 +23,7 @@ from backend_spec.export.functions import Unwritable, function_doc
 from backend_spec.names.labels import config_label, qualified_name
 from backend_spec.names.naming import object_name, observation_type_name, op_name
 from backend_spec.names.resolver import is_module_class
-from backend_spec.spec.fields import MODULE_KINDS, PATTERN_FIELDS, FieldKind
+from backend_spec.specfile.fields import MODULE_KINDS, PATTERN_FIELDS, FieldKind
 
 _DEFAULT_OBSERVATION = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
 
@@ -85,7 +85,7 @@ def foreign_packages(doc: SpecDocument) -> list[str]:
 def required_version(doc: SpecDocument) -> int:
     """2 when the document uses anything of format version 2, else 1: a key some model
     marks ``x-since: 2`` (the loader's own marker), or a nested forward pattern item."""
-    from backend_spec.spec.models import nested_forward_items, version_2_keys
+    from backend_spec.specfile.models import nested_forward_items, version_2_keys
 
     v2_keys = version_2_keys()
 

@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from backend_spec.export.document import SpecDocument
-from backend_spec.spec.schema import SCHEMA_NAME, schema_comment
+from backend_spec.specfile.schema import SCHEMA_NAME, schema_comment
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 

@@ -17,7 +17,7 @@ from ruamel.yaml.representer import RoundTripRepresenter
 from ruamel.yaml.scalarstring import SingleQuotedScalarString
 
 from backend_spec.export.document import SpecDocument
-from backend_spec.spec.schema import SCHEMA_NAME, schema_comment
+from backend_spec.specfile.schema import SCHEMA_NAME, schema_comment
 
 #: Longest flow-style list (as rendered) before it switches to block style.
 _FLOW_LIMIT = 72

@@ -21,8 +21,8 @@ from backend_spec.names.vocabulary import (
     METHOD_PREFIX,
     SPECIAL_NAMES,
 )
-from backend_spec.spec.fields import MODULE_KINDS, PATTERN_FIELDS, PATTERN_KINDS, FieldKind
-from backend_spec.spec.models import CONSTRAINT_FIELDS
+from backend_spec.specfile.fields import MODULE_KINDS, PATTERN_FIELDS, PATTERN_KINDS, FieldKind
+from backend_spec.specfile.models import CONSTRAINT_FIELDS
 
 _INDENT = "    "
 

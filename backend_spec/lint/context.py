@@ -13,16 +13,16 @@ from functools import cached_property
 from typing import Any
 
 from backend_spec import _torch
-from backend_spec.build.compiler import pattern_key
+from backend_spec.compiler.compiler import pattern_key
 from backend_spec.names.labels import pattern_label
 from backend_spec.names.resolver import Kind, NameProblem, Resolver
-from backend_spec.spec.models import (
+from backend_spec.specfile.models import (
     DTypeConfigModel,
     PatternModel,
     SpecModel,
     nested_forward_items,
 )
-from backend_spec.spec.source import KeyPath, SourceDoc
+from backend_spec.specfile.source import KeyPath, SourceDoc
 
 
 @dataclass(frozen=True)

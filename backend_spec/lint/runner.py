@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from backend_spec import _torch, codes
-from backend_spec.build.compiler import Compiled
-from backend_spec.build.loader import Built, build, guarded, read_source
+from backend_spec.compiler.compiler import Compiled
+from backend_spec.compiler.loader import Built, build, guarded, read_source
 from backend_spec.diagnostics import Diagnostic, Severity, SpecError
 from backend_spec.lint.context import LintContext, Problem
 from backend_spec.lint.registry import Rule, all_rules
 from backend_spec.names.resolver import Resolver
-from backend_spec.spec.models import SpecModel
-from backend_spec.spec.source import SourceDoc
+from backend_spec.specfile.models import SpecModel
+from backend_spec.specfile.source import SourceDoc
 
 #: Code of a rule that failed on unexpected input (a bug in bespec, reported like a problem).
 RULE_CRASHED = codes.RULE_CRASHED

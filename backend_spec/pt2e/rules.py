@@ -18,7 +18,7 @@ from typing import Any
 
 from backend_spec._torch import BackendConfig, BackendPatternConfig, ObservationType, quiet, torch
 from backend_spec.analysis import qconfigs
-from backend_spec.build.observed import pattern_aten, pattern_quantize
+from backend_spec.compiler.observed import pattern_aten, pattern_quantize
 from backend_spec.pt2e.aten import describe_op
 
 with quiet():

@@ -26,7 +26,7 @@ def diff_configs(old: Any, new: Any) -> list[Difference]:
 
 def _forward_labels(backend_config: Any) -> dict[str, str]:
     """compare's pattern labels (torch's reversed key order) -> the forward order a spec uses."""
-    from backend_spec.build.compiler import pattern_key
+    from backend_spec.compiler.compiler import pattern_key
     from backend_spec.names.labels import config_label, pattern_label
 
     return {pattern_label(pattern_key(c)): config_label(c) for c in backend_config.configs}

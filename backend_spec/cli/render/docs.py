@@ -13,7 +13,7 @@ from typing import Any
 from backend_spec._torch import ObservationType
 from backend_spec.names.dtypes import dtype_name
 from backend_spec.names.labels import config_label, object_label
-from backend_spec.spec.fields import FieldKind, fields_of
+from backend_spec.specfile.fields import FieldKind, fields_of
 
 _OBSERVATION = {
     ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT: "own observer",

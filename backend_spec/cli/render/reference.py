@@ -5,7 +5,7 @@
 a code's text lives only in :mod:`backend_spec.codes` and a rule's explanation only in its
 module's docstring. ``docs/format.md`` is written by hand except its key tables: each sits
 between ``<!-- keys: MODEL -->`` and ``<!-- /keys -->`` and is regenerated from the JSON Schema
-of the models (:data:`KEY_TABLES`), so a key's description lives only in ``spec/models.py``.
+of the models (:data:`KEY_TABLES`), so a key's description lives only in ``specfile/models.py``.
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ _REF_WORDS = {
 
 def key_table(name: str) -> str:
     """The Markdown table of one model's keys: key, value, meaning, format version."""
-    from backend_spec.spec.models import json_schema
+    from backend_spec.specfile.models import json_schema
 
     node: Any = json_schema()
     for part in KEY_TABLES[name]:
@@ -148,7 +148,7 @@ def key_table(name: str) -> str:
 
 def _setters() -> dict[str, str]:
     """The ``BackendPatternConfig`` setter of each pattern key (the field table's)."""
-    from backend_spec.spec.fields import PATTERN_FIELDS
+    from backend_spec.specfile.fields import PATTERN_FIELDS
 
     return {field.key: field.setter for field in PATTERN_FIELDS}
 

@@ -7,11 +7,11 @@ from typing import Any
 
 from rich.text import Text
 
-from backend_spec.build.compiler import Compiled, pattern_key
 from backend_spec.cli.render.console import make_console, plural, print_table, user_text
+from backend_spec.compiler.compiler import Compiled, pattern_key
 from backend_spec.names.labels import config_label, object_label
 from backend_spec.names.naming import observation_type_name
-from backend_spec.spec.fields import MODULE_KINDS, fields_of
+from backend_spec.specfile.fields import MODULE_KINDS, fields_of
 
 
 def counts(backend_config: Any) -> dict[str, int]:

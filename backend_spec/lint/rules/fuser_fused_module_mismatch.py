@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from backend_spec import codes
 from backend_spec.lint.context import LintContext, Problem
 from backend_spec.names.labels import object_label
-from backend_spec.spec.models import FunctionForm
+from backend_spec.specfile.models import FunctionForm
 
 CODE = codes.FUSER_FUSED_MODULE_MISMATCH
 

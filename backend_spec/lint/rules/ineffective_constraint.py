@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from backend_spec import codes
 from backend_spec.lint.context import LintContext, Problem
 from backend_spec.names.dtypes import dtype_range
-from backend_spec.spec.models import DTypeWithConstraintsModel
+from backend_spec.specfile.models import DTypeWithConstraintsModel
 
 CODE = codes.INEFFECTIVE_CONSTRAINT
 

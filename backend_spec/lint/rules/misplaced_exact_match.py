@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from backend_spec import codes
 from backend_spec.lint.context import DTypeUse, LintContext, PatternEntry, Problem
 from backend_spec.lint.ops import is_weighted_op
-from backend_spec.spec.models import DTypeWithConstraintsModel
+from backend_spec.specfile.models import DTypeWithConstraintsModel
 
 CODE = codes.MISPLACED_EXACT_MATCH
 

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from backend_spec import codes
 from backend_spec.lint.context import LintContext, Problem
 from backend_spec.lint.ops import is_weighted_op
-from backend_spec.spec.models import DTypeConfigModel
+from backend_spec.specfile.models import DTypeConfigModel
 
 CODE = codes.NON_FLOAT_BIAS
 

@@ -21,7 +21,7 @@ from backend_spec.lint.context import LintContext, Problem
 from backend_spec.lint.ops import is_quantized_module
 from backend_spec.names.labels import object_label
 from backend_spec.names.vocabulary import METHOD_PREFIX
-from backend_spec.spec.source import KeyPath
+from backend_spec.specfile.source import KeyPath
 
 CODE = codes.UNMATCHABLE_PATTERN
 

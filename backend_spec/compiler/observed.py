@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from backend_spec._torch import DTypeWithConstraints
-from backend_spec.spec.models import OBSERVER_FIELDS
+from backend_spec.specfile.models import OBSERVER_FIELDS
 
 #: Attribute names on a BackendPatternConfig for the pattern-level version 2 keys.
 _ATEN, _QUANTIZE = "bespec_aten", "bespec_quantize"

@@ -1,6 +1,6 @@
 """The JSON Schema of the format, as shipped inside the package.
 
-The schema is generated from the models (:func:`backend_spec.spec.models.json_schema`) into
+The schema is generated from the models (:func:`backend_spec.specfile.models.json_schema`) into
 ``backend_spec/schema/backend-spec.schema.json`` by ``make schema``, and a test keeps that file
 current. Commands read the shipped file, so ``bespec schema`` and ``bespec init`` need neither
 torch nor pydantic. Spec files point editors at it with a first-line comment
@@ -29,7 +29,7 @@ def schema_text() -> str:
 
 def generated_text() -> str:
     """The schema generated from the models now (what the shipped file must equal)."""
-    from backend_spec.spec.models import json_schema
+    from backend_spec.specfile.models import json_schema
 
     return json.dumps(json_schema(), indent=2) + "\n"
 

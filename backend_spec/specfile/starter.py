@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from backend_spec.spec.schema import schema_comment
+from backend_spec.specfile.schema import schema_comment
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,99}")
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backend_spec.spec.models import (
+from backend_spec.specfile.models import (
     DTypeConfigModel,
     DTypeWithConstraintsModel,
     PatternModel,
@@ -171,7 +171,7 @@ def _within_limits(text: str, file: str, fmt: str) -> None:
     depth, aliases, tags): a file compile refuses is refused here too, never rewritten, and
     the round-trip readers never see an alias bomb."""
     from backend_spec.diagnostics import SpecError
-    from backend_spec.spec.source import parse
+    from backend_spec.specfile.source import parse
 
     try:
         parse(text, file, fmt)
@@ -334,7 +334,7 @@ def format_path(path: Path, check: bool = False) -> Outcome:
     change. The file is read as the loader reads it (regular file, size cap, encoding)."""
     from backend_spec.diagnostics import SpecError
     from backend_spec.files import write_atomic
-    from backend_spec.spec.source import format_for, read_text
+    from backend_spec.specfile.source import format_for, read_text
 
     try:
         fmt = format_for(path)

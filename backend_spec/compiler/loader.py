@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from backend_spec import _torch, codes
-from backend_spec.build.compiler import Compiled, Compiler, Origin, pattern_key
+from backend_spec.compiler.compiler import Compiled, Compiler, Origin, pattern_key
 from backend_spec.diagnostics import Diagnostic, SpecError
 from backend_spec.names.resolver import Resolver
 from backend_spec.names.vocabulary import BUILTIN_BACKENDS, builtin_backend_config
-from backend_spec.spec.models import SpecModel
-from backend_spec.spec.source import SourceDoc, format_for, parse, read_text
-from backend_spec.spec.validate import validate
+from backend_spec.specfile.models import SpecModel
+from backend_spec.specfile.source import SourceDoc, format_for, parse, read_text
+from backend_spec.specfile.validate import validate
 
 MAX_EXTENDS_DEPTH = 16
 #: Longest ``extends`` path accepted (PATH_MAX); longer ones are refused before any lookup.

@@ -43,7 +43,7 @@ def test_backend_spec_matches_golden():
 '''
 
 
-def emit_test(
+def emit_pytest(
     spec_path: str | os.PathLike[str],
     golden_path: str | os.PathLike[str],
     out_path: str | os.PathLike[str],
@@ -58,7 +58,7 @@ def emit_test(
     """
     out_dir = os.path.dirname(os.path.abspath(out_path))
     spec = os.fspath(spec_path)
-    if os.path.isfile(spec):  # as everywhere, a file first (build/backends.py)
+    if os.path.isfile(spec):  # as everywhere, a file first (compiler/backends.py)
         spec_expr = f"str(HERE / {os.path.relpath(os.path.abspath(spec), out_dir)!r})"
     else:  # a built-in name or module:attr, kept as given
         spec_expr = repr(spec)

@@ -1,7 +1,7 @@
 """Stage 4: a validated :class:`SpecModel` -> a live torch ``BackendConfig``.
 
 Every name is resolved here (so every resolution problem gets the position of its value) and
-every setter of ``BackendPatternConfig`` in the field table (:mod:`backend_spec.spec.fields`)
+every setter of ``BackendPatternConfig`` in the field table (:mod:`backend_spec.specfile.fields`)
 is called, the underscore ones included. Problems are collected, not raised one at a time, so a
 user sees all of them at once. ``extends`` and ``remove`` are applied by the loader.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend_spec import _torch, codes
-from backend_spec.build.observed import ObservedDTypeWithConstraints, set_pt2e_keys
+from backend_spec.compiler.observed import ObservedDTypeWithConstraints, set_pt2e_keys
 from backend_spec.diagnostics import Diagnostic
 from backend_spec.names.dtypes import to_dtype
 from backend_spec.names.fusers import (
@@ -24,8 +24,8 @@ from backend_spec.names.fusers import (
 )
 from backend_spec.names.resolver import Kind, NameProblem, Resolver
 from backend_spec.names.vocabulary import TORCH_FACTORY_MODULES, inside
-from backend_spec.spec.fields import MODULE_KINDS, PATTERN_FIELDS, PATTERN_KINDS, FieldKind
-from backend_spec.spec.models import (
+from backend_spec.specfile.fields import MODULE_KINDS, PATTERN_FIELDS, PATTERN_KINDS, FieldKind
+from backend_spec.specfile.models import (
     CONSTRAINT_FIELDS,
     OBSERVER_FIELDS,
     DTypeConfigModel,
@@ -36,7 +36,7 @@ from backend_spec.spec.models import (
     SpecModel,
     nested_forward_items,
 )
-from backend_spec.spec.source import KeyPath, SourceDoc
+from backend_spec.specfile.source import KeyPath, SourceDoc
 
 #: A factory argument that could not be built (its problem is already reported).
 _MISSING = object()

@@ -3,7 +3,7 @@
 Models hold names as strings; turning names into torch objects is the resolver's job, so that
 schema validation and ``bespec schema`` need no torch. Field names mirror torch's
 ``BackendPatternConfig`` setters and ``DTypeConfig.from_dict`` keys; the fields of a pattern
-entry are not written here but built from the one field table, :mod:`backend_spec.spec.fields`
+entry are not written here but built from the one field table, :mod:`backend_spec.specfile.fields`
 (a new torch field is a row there; its kind decides its type here). The descriptions are the
 user's documentation: editors show them from the JSON Schema, and the key tables of
 ``docs/format.md`` are generated from them (``make docs``).
@@ -34,7 +34,7 @@ from typing_extensions import TypeAliasType
 
 from backend_spec import codes
 from backend_spec.names.dtypes import dtype_range
-from backend_spec.spec.fields import PATTERN_FIELDS, FieldKind, PatternField
+from backend_spec.specfile.fields import PATTERN_FIELDS, FieldKind, PatternField
 
 #: ``DTypeWithConstraints`` fields other than ``dtype``, in the order a spec lists them.
 CONSTRAINT_FIELDS: tuple[str, ...] = (

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from backend_spec._torch import BackendConfig
-from backend_spec.build.compiler import Compiled, Origin, pattern_key
-from backend_spec.build.loader import builtin_compiled, compile_file
+from backend_spec.compiler.compiler import Compiled, Origin, pattern_key
+from backend_spec.compiler.loader import builtin_compiled, compile_file
 from backend_spec.names.importer import object_of, split_ref
 from backend_spec.names.vocabulary import BUILTIN_BACKENDS
 

@@ -2,7 +2,7 @@
 
 Each row says how a field is spelled in a spec, how torch reads it (getter attribute) and sets it
 (setter method), and its kind. Everything that lists fields iterates this table: the pydantic
-model (:mod:`backend_spec.spec.models`), the compiler, the canonical description and diff
+model (:mod:`backend_spec.specfile.models`), the compiler, the canonical description and diff
 (:mod:`backend_spec.analysis.compare`), the exporter's document, the standalone Python module,
 ``bespec show`` and ``bespec docs``. Each of them handles fields by *kind*, so a new field of an
 existing kind is one row here; a new kind fails loudly (a ``KeyError`` on the kind) in each

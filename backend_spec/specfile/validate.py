@@ -1,7 +1,7 @@
 """Stage 2 runner: plain data -> :class:`SpecModel`, or diagnostics at the right line and column.
 
 pydantic reports errors by location tuple; this module maps each to the source position kept
-by :mod:`backend_spec.spec.source`, gives it a stable code, and adds a "did you mean" hint.
+by :mod:`backend_spec.specfile.source`, gives it a stable code, and adds a "did you mean" hint.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from backend_spec.diagnostics import (
     close_matches,
     format_key_path,
 )
-from backend_spec.spec.fields import MODULE_KINDS, FieldKind, fields_of
-from backend_spec.spec.models import (
+from backend_spec.specfile.fields import MODULE_KINDS, FieldKind, fields_of
+from backend_spec.specfile.models import (
     INPUT_TYPES,
     DTypeConfigModel,
     DTypeWithConstraintsModel,
@@ -28,7 +28,7 @@ from backend_spec.spec.models import (
     SpecModel,
     version_2_uses,
 )
-from backend_spec.spec.source import KeyPath, SourceDoc
+from backend_spec.specfile.source import KeyPath, SourceDoc
 
 _DTYPE_KEYS = ("input_dtype", "output_dtype", "weight_dtype", "bias_dtype")
 _TYPE_NAMES = {
