@@ -382,6 +382,18 @@ REMOVE_LEAVES_SIBLINGS = _register(
     W,
     "``remove`` takes out an op but leaves its functional form or its fusions in the backend.",
 )
+INVALID_NOQA = _register(
+    "BS520",
+    "invalid-noqa",
+    W,
+    "A ``# noqa`` comment that is not honoured: it names no codes, or is misplaced.",
+)
+UNUSED_NOQA = _register(
+    "BS521",
+    "unused-noqa",
+    W,
+    "A code in a ``# noqa`` comment silences nothing: no such finding, or it cannot be silenced.",
+)
 RULE_CRASHED = _register(
     "BS599",
     "rule-crashed",

@@ -14,6 +14,7 @@ from typing import Any
 
 from backend_spec import _torch
 from backend_spec.compiler.compiler import pattern_key
+from backend_spec.lint.noqa import Suppressions
 from backend_spec.names.labels import pattern_label
 from backend_spec.names.resolver import Kind, NameProblem, Resolver
 from backend_spec.specfile.models import (
@@ -22,7 +23,7 @@ from backend_spec.specfile.models import (
     SpecModel,
     nested_forward_items,
 )
-from backend_spec.specfile.source import KeyPath, SourceDoc
+from backend_spec.specfile.source import KeyPath, Position, SourceDoc
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ class Problem:
     message: str
     hint: str = ""
     at_key: bool = False
+    #: Where it is, for a finding about the text rather than a key (a comment).
+    position: Position | None = None
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,11 @@ class LintContext:
         self.resolver = resolver
         #: The compiled BackendConfig (with ``extends`` applied), or None if it did not compile.
         self.backend_config = backend_config
+
+    @cached_property
+    def noqa(self) -> Suppressions:
+        """The file's suppression comments (read once, when first asked)."""
+        return Suppressions.of(self.doc)
 
     # -- names ------------------------------------------------------------------------------
 
