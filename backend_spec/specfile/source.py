@@ -35,6 +35,7 @@ from ruamel.yaml.reader import ReaderError
 
 from backend_spec import codes
 from backend_spec.diagnostics import Diagnostic, SpecError
+from backend_spec.files import suffix_of
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -113,7 +114,7 @@ def format_for(path: str | Path, explicit: str | None = None) -> str:
         if explicit not in ("yaml", "toml"):
             raise ValueError(f"unknown format {explicit!r}: use 'yaml' or 'toml'")
         return explicit
-    suffix = Path(path).suffix.lower()
+    suffix = suffix_of(path)
     if suffix not in FORMATS:
         raise ValueError(f"{path}: cannot tell the format from suffix {suffix!r}")
     return FORMATS[suffix]
