@@ -16,6 +16,7 @@ from backend_spec.cli.app import app
 from backend_spec.compiler.loader import load
 from backend_spec.specfile.models import json_schema
 from backend_spec.specfile.schema import COPIES, generated_text, schema_comment, schema_text
+from backend_spec.specfile.source import parse
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Where the repository's specs point editors: the top-level copy, seen from specs/.
@@ -211,3 +212,21 @@ def test_compile_keeps_lint_notes_out_of_its_warnings(tmp_path):
     result = runner.invoke(app, ["compile", str(spec)])
     assert result.exit_code == 0, result.output
     assert "BS701" not in result.output and "warning" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("name", "fmt"),
+    [("x.TOML", "toml"), ("x.Toml", "toml"), ("x.YML", "yaml"), ("x.Yaml", "yaml")],
+)
+def test_suffix_case_does_not_change_the_format_written_or_read(tmp_path, name, fmt):
+    out = tmp_path / name
+    result = runner.invoke(app, ["export", "fbgemm", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    if fmt == "toml":  # TOML, not YAML under a TOML name
+        assert parse(text, name, "toml").data["name"] == "fbgemm"
+    else:
+        assert "\nname: fbgemm\n" in text
+    result = runner.invoke(app, ["compile", str(out)])
+    assert result.exit_code == 0, result.output
+    assert describe(load(out)) == describe(load(ROOT / "specs/fbgemm.yaml"))

@@ -149,7 +149,22 @@ CASES = [
         yaml_spare(before='x-note: "first\n  # bespec: noqa: BS507\n  last"\n'),
         ["7:BS507"],
     ),
+    # -- YAML: line ends --------------------------------------------------------------------
+    ("yaml-crlf", "yaml", yaml_spare("  # noqa: BS507").replace("\n", "\r\n"), []),
+    (
+        "yaml-line-separator-in-a-comment",
+        "yaml",
+        yaml_spare("  # noqa: BS507", before="# a\u2028b\n"),
+        [],
+    ),
+    (
+        "yaml-line-separator-in-a-string",
+        "yaml",
+        yaml_spare(before='x-note: "a\u2028# bespec: noqa: BS507"\n'),
+        ["5:BS507"],
+    ),
     # -- TOML ------------------------------------------------------------------------------
+    ("toml-crlf", "toml", toml_spare("  # noqa: BS507").replace("\n", "\r\n"), []),
     ("toml-line", "toml", toml_spare("  # noqa: BS507"), []),
     ("toml-no-comment", "toml", toml_spare(), ["5:BS507"]),
     ("toml-comment-without-blank", "toml", toml_spare("#noqa:BS507"), []),
