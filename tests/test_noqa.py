@@ -302,3 +302,12 @@ def test_too_many_comments_are_capped(tmp_path: Path) -> None:
     capped = [d for d in found if d.code == "BS520"]
     assert len(unused) == MAX_DIRECTIVES and len(capped) == 1
     assert capped[0].line == MAX_DIRECTIVES + 1 and "not honoured" in capped[0].message
+
+
+def test_a_line_is_read_once_however_often_it_says_noqa() -> None:
+    from backend_spec.specfile.source import parse
+
+    line = "name: b  # " + "noqa: BS507 " * 100_000
+    doc = parse(line + "\n# noqa: BS508\n", "spec.yaml", "yaml")
+    comments = doc.comments("noqa", MAX_DIRECTIVES)
+    assert [(c.line, c.column, c.alone) for c in comments] == [(1, 10, False), (2, 1, True)]
