@@ -53,6 +53,11 @@ On the command line `--select` replaces the project's list, `--ignore` adds to i
 (`path:line:col: CODE message`), `json`, `github` (workflow annotations) and `sarif` (2.1.0,
 for code scanning). `BS599` means a rule itself crashed on the file: please report it.
 
+**torch's own backends.** The seven built-in backends (`specs/*.yaml`, exported from torch
+2.13) lint without errors. They have warnings only for `BS512`: native, fbgemm, qnnpack, x86
+and onednn list `method:hardsigmoid` and `method:hardsigmoid_`, and executorch lists
+`method:leaky_relu`, none of which is a `torch.Tensor` method, so those entries never match.
+
 ## Suppressing a finding
 
 A comment silences a rule's finding where it stands, in YAML and TOML alike (as ruff's and
@@ -80,11 +85,6 @@ dtype_configs:
 
 `compile` applies the same comments to the warnings it prints. `--ignore` and
 `[tool.bespec.lint]` still turn a rule off for a whole run.
-
-**torch's own backends.** The seven built-in backends (`specs/*.yaml`, exported from torch
-2.13) lint without errors. They have warnings only for `BS512`: native, fbgemm, qnnpack, x86
-and onednn list `method:hardsigmoid` and `method:hardsigmoid_`, and executorch lists
-`method:leaky_relu`, none of which is a `torch.Tensor` method, so those entries never match.
 """
 
 
@@ -115,7 +115,7 @@ def rules_markdown() -> str:
     from backend_spec.lint.registry import all_rules
 
     rules = all_rules()
-    out = [RULES_INTRO.rstrip(), "", "| code | name | severity |", "|---|---|---|"]
+    out = [RULES_INTRO.rstrip(), "", "## Rules", "", "| code | name | severity |", "|---|---|---|"]
     out += [f"| {r.id} | {r.name} | {r.severity.value} |" for r in rules]
     for rule in rules:
         out += ["", f"## {rule.id} {rule.name}", "", f"Severity: {rule.severity.value}", ""]
