@@ -382,6 +382,13 @@ REMOVE_LEAVES_SIBLINGS = _register(
     W,
     "``remove`` takes out an op but leaves its functional form or its fusions in the backend.",
 )
+UNSATISFIABLE_DTYPE_CONFIG = _register(
+    "BS516",
+    "unsatisfiable-dtype-config",
+    W,
+    "A dtype config no QConfig can satisfy (a static entry with float output and quantized "
+    "input), so torch always skips it.",
+)
 RULE_CRASHED = _register(
     "BS599",
     "rule-crashed",
