@@ -702,8 +702,9 @@ def explain_command(
         typer.echo(json.dumps(report.to_dict(), indent=2))
     else:
         from backend_spec.cli.render.console import make_console
+        from backend_spec.cli.render.explain import print_explanation
 
-        explain.print_explanation(report, make_console())
+        print_explanation(report, make_console())
 
 
 # -- diff ------------------------------------------------------------------------------------
