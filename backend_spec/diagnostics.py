@@ -62,15 +62,15 @@ def capped(diagnostics: list[Diagnostic], unlisted_errors: int = 0) -> list[Diag
     counts = tuple(hidden[s] for s in _RANK)
     named = ("error(s)", "warning(s)", "note(s)")
     detail = ", ".join(f"{n} {word}" for n, word in zip(counts, named, strict=True) if n)
-    last = kept[-1] if kept else Diagnostic("<spec>", 0, 0, "", "")
+    file, line, column = (kept[-1].file, kept[-1].line, kept[-1].column) if kept else ("", 0, 0)
     note = Diagnostic(
-        last.file,
-        last.line,
-        last.column,
+        file,
+        line,
+        column,
         codes.TOO_MANY_PROBLEMS,
         f"{sum(counts)} more problem(s) not shown: {detail} (limit {MAX_DIAGNOSTICS})",
         "fix these first",
-        severity=Severity.ERROR if counts[0] else last.severity,
+        severity=Severity.ERROR if counts[0] or not kept else kept[-1].severity,
         hidden=counts,
     )
     return [*kept, note]
