@@ -425,7 +425,7 @@ UNNAMEABLE = _register(
     "unnameable-object",
     E,
     "export met an object that has no name a spec can use",
-    "define it at module level in an importable module",
+    "use a module-level function or class (not a lambda or local function)",
 )
 UNWRITABLE = _register(
     "BS911", "unwritable-config", E, "export met a config it cannot write as a spec"

@@ -33,7 +33,7 @@ class Problem:
 
     path: KeyPath
     message: str
-    hint: str = ""
+    hint: str | None = None  # None: the code's hint
     at_key: bool = False
 
 

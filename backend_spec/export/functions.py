@@ -19,6 +19,7 @@ from typing import Any
 
 from backend_spec import codes
 from backend_spec.analysis.compare import function_description
+from backend_spec.codes import Code
 from backend_spec.names.fusers import map_wrapper
 from backend_spec.names.naming import object_name, resolve_name
 from backend_spec.names.vocabulary import TORCH_FACTORY_MODULES, inside
@@ -30,8 +31,8 @@ class Unwritable(Exception):
 
     obj: Any
     problem: str
-    code: str = codes.UNNAMEABLE
-    hint: str = "use a module-level function or class (not a lambda or local function)"
+    code: Code = codes.UNNAMEABLE
+    hint: str | None = None  # None: the code's hint
 
 
 def function_doc(fn: Any) -> str | dict[str, Any]:

@@ -149,7 +149,6 @@ def _version_problems(doc: SourceDoc, spec: SpecModel) -> list[Diagnostic]:
             path,
             codes.VERSION_2_KEY,
             f"{format_key_path(path)} needs format version 2; this file is spec_version 1",
-            "set spec_version: 2",
         )
         for path in version_2_uses(spec)
     ]
@@ -389,7 +388,6 @@ def _diagnostic(doc: SourceDoc, data: Any, err: Any) -> Diagnostic:
             path[:-1],
             codes.MISSING_KEY,
             f"missing required key '{path[-1]}'",
-            "add it",
             at_key=True,
         )
     if kind.startswith("BS"):
@@ -407,7 +405,6 @@ def _diagnostic(doc: SourceDoc, data: Any, err: Any) -> Diagnostic:
             path,
             codes.PATTERN_LENGTH,
             f"{where} has {_items(ctx.get('actual_length'))}; a pattern list has 2 or 3 ops",
-            "write a single op as a plain name; longer chains need pattern_complex_format",
         )
     if on_key:
         shown = _show(path[-1])
@@ -503,7 +500,7 @@ def _type_hint(path: KeyPath, value: Any) -> str:
     return ""
 
 
-def _custom_hint(code: str, ctx: dict[str, Any]) -> str:
+def _custom_hint(code: str, ctx: dict[str, Any]) -> str | None:
     if code == codes.UNKNOWN_DTYPE:
         from backend_spec.names.dtypes import dtype_names
 
@@ -512,13 +509,9 @@ def _custom_hint(code: str, ctx: dict[str, Any]) -> str:
         if bare != value and bare in dtype_names():
             return f"write '{bare}': dtypes are named without 'torch.'"
         match = close_matches(value, sorted(dtype_names()), n=2)
-        return ("did you mean " + " or ".join(f"'{m}'" for m in match) + "?") if match else ""
+        return ("did you mean " + " or ".join(f"'{m}'" for m in match) + "?") if match else None
     choices = ctx.get("choices")
     if choices:  # a closed vocabulary: observation types, input types
         match = close_matches(str(ctx.get("value")).lower(), choices, n=1)
         return f"did you mean '{match[0]}'?" if match else "one of " + ", ".join(choices)
-    if code == codes.ONE_PATTERN_FORM:
-        return "keep 'pattern' (forward order) unless you need the legacy nested format"
-    if code == codes.OUT_OF_RANGE:
-        return "keep bounds inside the dtype's representable range"
-    return ""
+    return None  # the code's own hint
