@@ -389,6 +389,18 @@ UNSATISFIABLE_DTYPE_CONFIG = _register(
     "A dtype config no QConfig can satisfy (a static entry with float output and quantized "
     "input), so torch always skips it.",
 )
+INVALID_NOQA = _register(
+    "BS520",
+    "invalid-noqa",
+    W,
+    "A ``# noqa`` comment that is not honoured: it names no codes, or is misplaced.",
+)
+UNUSED_NOQA = _register(
+    "BS521",
+    "unused-noqa",
+    W,
+    "A code in a ``# noqa`` comment silences nothing: no such finding, or it cannot be silenced.",
+)
 RULE_CRASHED = _register(
     "BS599",
     "rule-crashed",
