@@ -219,7 +219,7 @@ def test_the_cap_never_hides_an_error_behind_warnings(tmp_path: Path) -> None:
 
 def test_a_list_capped_twice_counts_every_hidden_problem() -> None:
     def at(line: int, severity: Severity) -> Diagnostic:
-        return Diagnostic("f.yaml", line, 1, "BS999", "x", severity=severity)
+        return Diagnostic("f.yaml", line, 1, "BS507", "x", severity=severity)
 
     first = capped([at(i, Severity.ERROR) for i in range(1, 251)], unlisted_errors=10)
     assert "60 more problem(s) not shown: 60 error(s)" in first[-1].message
