@@ -80,7 +80,7 @@ class Compiler:
         self.diagnostics: list[Diagnostic] = []
         self._named_dtype_configs: dict[str, Any] = {}
 
-    def problem(self, path: KeyPath, code: str, message: str, hint: str = "") -> None:
+    def problem(self, path: KeyPath, code: str, message: str, hint: str | None = None) -> None:
         self.diagnostics.append(self.doc.diagnostic(path, code, message, hint))
 
     def name(self, path: KeyPath, name: str, kind: Kind) -> Any:

@@ -33,7 +33,7 @@ class Problem:
 
     path: KeyPath
     message: str
-    hint: str = ""
+    hint: str | None = None  # None: the code's hint
     at_key: bool = False
     #: Where it is, for a finding about the text rather than a key (a comment).
     position: Position | None = None

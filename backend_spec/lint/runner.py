@@ -128,13 +128,12 @@ def run_rule(rule: Rule, context: LintContext) -> list[Diagnostic]:
                 1,
                 RULE_CRASHED,
                 f"rule {rule.id} ({rule.name}) failed: {type(exc).__name__}: {exc}",
-                "please report this with the spec that caused it",
             )
         ]
 
 
 def diagnostic(rule: Rule, context: LintContext, problem: Problem) -> Diagnostic:
-    return dataclasses.replace(context.diagnostic(rule.id, problem), severity=rule.severity)
+    return context.diagnostic(rule.id, problem)  # the rule's severity: its code's
 
 
 def _ordered(diagnostics: list[Diagnostic]) -> list[Diagnostic]:

@@ -156,7 +156,13 @@ class SourceDoc:
         return self.key_positions.get(self.canonical(path)) or self.where(path)
 
     def diagnostic(
-        self, path: KeyPath, code: str, message: str, hint: str = "", *, at_key: bool = False
+        self,
+        path: KeyPath,
+        code: str,
+        message: str,
+        hint: str | None = None,
+        *,
+        at_key: bool = False,
     ) -> Diagnostic:
         line, col = self.key_where(path) if at_key else self.where(path)
         return Diagnostic(self.file, line, col, code, message, hint, key_path=path)
@@ -255,7 +261,6 @@ def decode(raw: bytes, file: str) -> str:
                     col,
                     codes.BAD_ENCODING,
                     f"invalid UTF-8 byte 0x{raw[exc.start]:02x}",
-                    "save the file as UTF-8",
                 )
             ]
         ) from None
@@ -472,7 +477,7 @@ class _YamlComposer:
         self.nodes = 0
         self.lines = _Lines(text) if _ODD_BREAKS.search(text) else None
 
-    def abort(self, pos: Position, code: str, message: str, hint: str = "") -> _Abort:
+    def abort(self, pos: Position, code: str, message: str, hint: str | None = None) -> _Abort:
         return _Abort(Diagnostic(self.doc.file, pos[0], pos[1], code, message, hint))
 
     def compose(self) -> Any:
@@ -576,7 +581,6 @@ class _YamlComposer:
                 pos,
                 codes.YAML_TAG,
                 f"YAML tag {tag!r} is not allowed",
-                "specs are plain data; remove the tag",
             )
 
     def _count(self, size: int, pos: Position) -> None:
@@ -669,7 +673,6 @@ class _YamlComposer:
                     pos[1],
                     codes.DUPLICATE_KEY,
                     f"duplicate key {key!r} (first at line {first[0]})",
-                    "remove one of them; YAML keeps only one",
                 )
             )
             key = _DuplicateKey(key)
@@ -724,7 +727,7 @@ _MAX_INT_BITS = 400
 def _parse_toml(text: str, file: str) -> SourceDoc:
     lines = _Lines(text)
 
-    def fail(index: int, code: str, message: str, hint: str = "") -> SpecError:
+    def fail(index: int, code: str, message: str, hint: str | None = None) -> SpecError:
         line, col = lines.at(index)
         return SpecError([Diagnostic(file, line, col, code, message, hint)])
 

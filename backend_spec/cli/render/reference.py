@@ -38,7 +38,8 @@ RULES_INTRO = """\
   errors and are always reported; `--select`/`--ignore` do not apply to them.
 * **Semantic rules** (`BS5xx`, below): the spec loads, but torch will not do what it seems to
   say. Each rule has a stable code and a slug; either (or a prefix of either) works in
-  `--select`, `--ignore` and in `pyproject.toml`:
+  `--select`, `--ignore` and in the project's `pyproject.toml` (the working directory's; one
+  beside a spec is never read):
 
 ```toml
 [tool.bespec.lint]
