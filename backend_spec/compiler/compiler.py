@@ -24,10 +24,15 @@ from backend_spec.names.fusers import (
 )
 from backend_spec.names.resolver import Kind, NameProblem, Resolver
 from backend_spec.names.vocabulary import TORCH_FACTORY_MODULES, inside
-from backend_spec.specfile.fields import MODULE_KINDS, PATTERN_FIELDS, PATTERN_KINDS, FieldKind
-from backend_spec.specfile.models import (
+from backend_spec.specfile.fields import (
     CONSTRAINT_FIELDS,
+    MODULE_KINDS,
     OBSERVER_FIELDS,
+    PATTERN_FIELDS,
+    PATTERN_KINDS,
+    FieldKind,
+)
+from backend_spec.specfile.models import (
     DTypeConfigModel,
     DTypeWithConstraintsModel,
     FunctionForm,
