@@ -35,7 +35,7 @@ from backend_spec.names.vocabulary import (
     METHOD_PREFIX,
     SPECIAL_NAMES,
 )
-from backend_spec.specfile.schema import SCHEMA_NAME, schema_text
+from backend_spec.specfile.schema import COPIES, SCHEMA_NAME, schema_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -47,8 +47,8 @@ F = torch.nn.functional
 nni = torch.ao.nn.intrinsic
 SPECS = Path(__file__).resolve().parent.parent / "specs"
 BUILTINS = list(BUILTIN_BACKENDS)
-#: Where the repository's specs point editors (``make specs``): the schema in the package.
-REPO_SCHEMA_REF = "../backend_spec/schema/backend-spec.schema.json"
+#: Where the repository's specs point editors (``make specs``): the top-level schema.
+REPO_SCHEMA_REF = f"../{COPIES[1].as_posix()}"
 
 
 @functools.cache

@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 
 import backend_spec
-from backend_spec import SpecError
+from backend_spec import Severity, SpecError
+from backend_spec.diagnostics import Diagnostic, capped
+from backend_spec.lint.runner import compile_report
 
 CORPUS = Path(__file__).parent / "hostile"
 FILES = sorted(CORPUS.iterdir())
@@ -143,6 +145,37 @@ def test_diagnostics_are_capped_with_a_count() -> None:
     error = outcome(lambda: backend_spec.loads(f"name: x\npatterns:\n{entries}"))
     assert error is not None and len(error.diagnostics) == 201
     assert "100 more problem(s)" in error.diagnostics[-1].message
+
+
+def test_the_cap_never_hides_an_error_behind_warnings(tmp_path: Path) -> None:
+    # 400 unused dtype configs (BS507 warnings) come first in the file, then three patterns
+    # naming undefined dtype configs (errors): the errors are shown, at their real lines.
+    unused = "".join(f"  unused_{i}: {{input_dtype: quint8}}\n" for i in range(400))
+    ops = ("nn.Linear", "nn.Conv2d", "nn.ReLU")
+    patterns = "".join(
+        f"  - {{pattern: {op}, dtype_configs: [missing_{i}]}}\n" for i, op in enumerate(ops)
+    )
+    path = tmp_path / "capped.yaml"
+    path.write_text(f"name: capped\ndtype_configs:\n{unused}patterns:\n{patterns}", "utf-8")
+    compiled, found = compile_report(path)
+    assert compiled is None
+    shown = SpecError(found).diagnostics
+    errors = [(d.code, d.line) for d in shown if d.severity is Severity.ERROR]
+    assert errors[:3] == [("BS401", 404), ("BS401", 405), ("BS401", 406)]
+    note = shown[-1]
+    assert len(shown) == 201 and note.code == "BS108"
+    assert "203 more problem(s) not shown: 203 warning(s)" in note.message
+
+
+def test_a_list_capped_twice_counts_every_hidden_problem() -> None:
+    def at(line: int, severity: Severity) -> Diagnostic:
+        return Diagnostic("f.yaml", line, 1, "BS999", "x", severity=severity)
+
+    first = capped([at(i, Severity.ERROR) for i in range(1, 251)], unlisted_errors=10)
+    assert "60 more problem(s) not shown: 60 error(s)" in first[-1].message
+    again = capped([*first, *(at(i, Severity.WARNING) for i in range(5))])
+    assert len(again) == 201
+    assert "65 more problem(s) not shown: 60 error(s), 5 warning(s)" in again[-1].message
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")

@@ -27,8 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig
-from backend_spec.export.dtypes import dtype_config_list
-from backend_spec.names.dtypes import dtype_name
+from backend_spec.names.dtypes import dtype_config_list, dtype_name
 from backend_spec.names.fusers import map_wrapper
 from backend_spec.names.labels import object_label, pattern_label
 from backend_spec.names.naming import observation_type_name

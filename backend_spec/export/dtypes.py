@@ -49,14 +49,6 @@ def dtype_config_doc(dc: DTypeConfig) -> DTypeDoc:
     return doc
 
 
-def dtype_config_list(value: Any) -> list[Any]:
-    """The DTypeConfigs of a pattern as a list: torch stores what the setter was given, and
-    some configs pass a bare DTypeConfig (or a tuple) where a list belongs."""
-    if isinstance(value, DTypeConfig):
-        return [value]
-    return list(value) if isinstance(value, Iterable) and not isinstance(value, str) else []
-
-
 def _signature(doc: DTypeDoc) -> str:
     """Identity of a DTypeConfig as written: equal text means interchangeable configs.
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from backend_spec import codes
+from backend_spec.analysis.compare import function_description
 from backend_spec.names.fusers import map_wrapper
 from backend_spec.names.naming import object_name, resolve_name
 from backend_spec.names.vocabulary import TORCH_FACTORY_MODULES, inside
@@ -157,8 +158,6 @@ def _verify(
     fn: Any, factory: Any, factory_name: str, args: list[Any], kwargs: dict[str, Any]
 ) -> None:
     """Call the factory again: the same code and equal cells, or a clear refusal."""
-    from backend_spec.analysis.compare import function_description  # compare imports export
-
     try:
         again = factory(*args, **kwargs)
     except Exception as exc:

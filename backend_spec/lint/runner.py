@@ -11,24 +11,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from backend_spec import _torch, codes
 from backend_spec.compiler.compiler import Compiled
-from backend_spec.compiler.loader import Built, build, guarded, read_source
+from backend_spec.compiler.loader import Built, build, guarded, read_source, view_of
+from backend_spec.compiler.meaning import ENFORCED, meaning_errors
 from backend_spec.diagnostics import Diagnostic, Severity, SpecError
 from backend_spec.lint.context import LintContext, Problem
 from backend_spec.lint.registry import Rule, all_rules
 from backend_spec.names.resolver import Resolver
-from backend_spec.specfile.models import SpecModel
-from backend_spec.specfile.source import SourceDoc
 
 #: Code of a rule that failed on unexpected input (a bug in bespec, reported like a problem).
 RULE_CRASHED = codes.RULE_CRASHED
-
-
-#: Rules whose findings change what a file means; load and compile enforce them as errors.
-ENFORCED = (codes.DUPLICATE_PATTERN, codes.FUSER_ARITY)
 
 
 def lint_path(
@@ -58,8 +52,9 @@ def compile_report(
     allow_extends_outside: bool = False,
 ) -> tuple[Compiled | None, list[Diagnostic]]:
     """What ``bespec compile`` reports, from one read: the compiled spec (None when there is
-    any error), and every diagnostic: the loader's errors, the :data:`ENFORCED` rules' findings
-    as errors, the other rules' findings as warnings (notes stay notes: ``compile`` hides them)."""
+    any error), and every diagnostic: the loader's errors, the enforced checks' findings
+    (:mod:`backend_spec.compiler.meaning`) as errors, the other rules' findings as warnings
+    (notes stay notes: ``compile`` hides them)."""
     with _torch.quiet():
         try:
             context, built = _context(Path(path), allow_imports, allow_extends_outside)
@@ -68,8 +63,8 @@ def compile_report(
         errors = list(built.diagnostics)
         warnings: list[Diagnostic] = []
         if context is not None:
-            errors += _as(Severity.ERROR, _run(context, True))
-            found = _run(context, False, rules)
+            errors += meaning_errors(context)
+            found = _run(context, rules)
             problems = [d for d in found if d.severity is not Severity.INFO]
             warnings = [d for d in found if d not in problems] + _as(Severity.WARNING, problems)
     compiled = None if errors else built.compiled
@@ -90,29 +85,20 @@ def _context(
     )
     if built.spec is None:
         return None, built
-    config = built.compiled.backend_config if built.compiled is not None else None
-    return LintContext(doc, built.spec, resolver, config), built
+    return view_of(built, resolver, LintContext), built
 
 
 def _as(severity: Severity, found: list[Diagnostic]) -> list[Diagnostic]:
     return [dataclasses.replace(d, severity=severity) for d in found]
 
 
-def _run(
-    context: LintContext, enforced: bool, rules: Iterable[Rule] | None = None
-) -> list[Diagnostic]:
+def _run(context: LintContext, rules: Iterable[Rule] | None = None) -> list[Diagnostic]:
+    """The findings of the rules that are not enforced (those come from ``meaning_errors``)."""
     found = []
     for rule in all_rules() if rules is None else rules:
-        if (rule.id in ENFORCED) == enforced:
+        if rule.id not in ENFORCED:
             found.extend(run_rule(rule, context))
     return found
-
-
-def enforced_problems(
-    doc: SourceDoc, spec: SpecModel, resolver: Resolver, backend_config: Any
-) -> list[Diagnostic]:
-    """The findings of the :data:`ENFORCED` rules on a validated spec (as errors)."""
-    return _as(Severity.ERROR, _run(LintContext(doc, spec, resolver, backend_config), True))
 
 
 def run_rule(rule: Rule, context: LintContext) -> list[Diagnostic]:
@@ -133,10 +119,7 @@ def run_rule(rule: Rule, context: LintContext) -> list[Diagnostic]:
 
 
 def diagnostic(rule: Rule, context: LintContext, problem: Problem) -> Diagnostic:
-    found = context.doc.diagnostic(
-        problem.path, rule.id, problem.message, problem.hint, at_key=problem.at_key
-    )
-    return dataclasses.replace(found, severity=rule.severity)
+    return dataclasses.replace(context.diagnostic(rule.id, problem), severity=rule.severity)
 
 
 def _ordered(diagnostics: list[Diagnostic]) -> list[Diagnostic]:

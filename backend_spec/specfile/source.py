@@ -35,6 +35,7 @@ from ruamel.yaml.reader import ReaderError
 
 from backend_spec import codes
 from backend_spec.diagnostics import Diagnostic, SpecError
+from backend_spec.files import suffix_of
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -113,7 +114,7 @@ def format_for(path: str | Path, explicit: str | None = None) -> str:
         if explicit not in ("yaml", "toml"):
             raise ValueError(f"unknown format {explicit!r}: use 'yaml' or 'toml'")
         return explicit
-    suffix = Path(path).suffix.lower()
+    suffix = suffix_of(path)
     if suffix not in FORMATS:
         raise ValueError(f"{path}: cannot tell the format from suffix {suffix!r}")
     return FORMATS[suffix]
@@ -304,6 +305,32 @@ def _mark_position(text: str, mark: Any) -> Position:
     return mark.line + 1, mark.column + 1
 
 
+#: Characters libyaml (YAML 1.1) takes as line breaks that YAML 1.2 reads as ordinary text.
+_YAML_11_BREAKS = "\x85\u2028\u2029"
+#: Private-use code points (BMP, then planes 15 and 16) that may stand in for them.
+_STAND_INS = (range(0xE000, 0xF900), range(0xF0000, 0xFFFFE), range(0x100000, 0x10FFFE))
+
+
+def yaml_12_breaks(text: str, file: str) -> tuple[str, dict[int, int] | None]:
+    """``text`` with NEL, U+2028 and U+2029 swapped for private-use characters it does not
+    use, so that libyaml and ruamel read them as YAML 1.2 does (text in a comment or a
+    string, not a line end that puts every later position a line off), and the table that
+    swaps them back. A file already using every stand-in is refused at the first of them."""
+    if not any(c in text for c in _YAML_11_BREAKS):
+        return text, None
+    used = set(text)
+    free = (chr(c) for span in _STAND_INS for c in span if chr(c) not in used)
+    stand_ins = [next(free, "") for _ in _YAML_11_BREAKS]
+    if not all(stand_ins):  # pragma: no cover - needs 137,000 distinct private-use characters
+        index = min(i for c in _YAML_11_BREAKS if (i := text.find(c)) >= 0)
+        line, col = _line_col(text, index)
+        message = "too many private-use characters to read this line separator safely"
+        raise SpecError([Diagnostic(file, line, col, codes.BAD_ENCODING, message)])
+    swap = str.maketrans(dict(zip(_YAML_11_BREAKS, stand_ins, strict=True)))
+    restore = {ord(c): ord(b) for c, b in zip(stand_ins, _YAML_11_BREAKS, strict=True)}
+    return text.translate(swap), restore
+
+
 class _Abort(Exception):
     """A problem that stops composition at once (bounds, tags)."""
 
@@ -371,6 +398,7 @@ class _YamlComposer:
     """Builds plain data from ruamel's C event stream, recording positions as it goes."""
 
     def __init__(self, text: str, doc: SourceDoc):
+        text, self.restore = yaml_12_breaks(text, doc.file)
         self.parser = CParser(text)
         self.doc = doc
         self.anchors: dict[str, tuple[Any, int, KeyPath, int]] = {}  # +nodes, origin, height
@@ -502,6 +530,8 @@ class _YamlComposer:
 
     def _scalar(self, event: Any, pos: Position) -> Any:
         value = event.value
+        if self.restore is not None:
+            value = value.translate(self.restore)
         if len(value) > MAX_SCALAR_CHARS:
             raise self.abort(
                 pos, codes.TOO_LARGE, f"scalar longer than {MAX_SCALAR_CHARS} characters"

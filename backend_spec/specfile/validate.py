@@ -80,7 +80,7 @@ def validate(doc: SourceDoc) -> tuple[SpecModel | None, list[Diagnostic]]:
     if spec is not None:
         found += _version_problems(doc, spec)
     found = _dedupe([*problems, *found])
-    return spec, capped(found, len(found) + unlisted)
+    return spec, capped(found, unlisted)
 
 
 def _version_problems(doc: SourceDoc, spec: SpecModel) -> list[Diagnostic]:
