@@ -173,9 +173,9 @@ def _layout_of(op: Any) -> str | None:
         layout = module_layout(op)
         if layout is not None:
             return layout
-        float_module = _float_counterpart(op)
-        if float_module is not None:
-            return _layout_of(float_module)
+        float_cls = _float_counterpart(op)
+        if float_cls is not None:
+            return _layout_of(float_cls)
         if issubclass(op, nni._FusedModule):
             return _layout_of(_FUSED_PARTS.get(op, (None,))[0])
     return name_layout(op if isinstance(op, str) else _fn_name(op))
@@ -300,9 +300,9 @@ def _extra_tensor_args(module: nn.Module) -> int:
 def _module_for(cls: type, sample: Any, builder: _Builder) -> tuple[nn.Module, bool]:
     """An eval-mode instance of ``cls`` that takes ``sample``; also whether its output is a tuple
     whose first element carries on (RNNs, LSTMCell)."""
-    float_module = _float_counterpart(cls)
-    if float_module is not None:
-        return _qat_module(cls, float_module, sample, builder), False
+    float_cls = _float_counterpart(cls)
+    if float_cls is not None:
+        return _qat_module(cls, float_cls, sample, builder), False
     if cls in builder.fusers or issubclass(cls, nni._FusedModule):
         return _fused_module(cls, sample, builder), False
     module = float_module(cls, sample)
@@ -314,9 +314,9 @@ def _float_counterpart(cls: type) -> type | None:
     """The float module a QAT module is made from (``nniqat.LinearBn1d`` -> ``nni.LinearBn1d``)."""
     if not hasattr(cls, "from_float"):
         return None
-    float_module = getattr(cls, "_FLOAT_MODULE", None)
-    if isinstance(float_module, type) and float_module is not cls:
-        return float_module
+    counterpart = getattr(cls, "_FLOAT_MODULE", None)
+    if isinstance(counterpart, type) and counterpart is not cls:
+        return counterpart
     package = {"torch.ao.nn.intrinsic.qat": nni, "torch.ao.nn.qat": nn}
     for prefix, namespace in package.items():
         if cls.__module__.startswith(prefix):
@@ -330,11 +330,11 @@ def _qat_module(cls: type, float_cls: type, sample: Any, builder: _Builder) -> n
     qconfig = builder.qconfig
     if qconfig is None:
         raise SkipPattern(f"QAT module {cls.__name__} needs a QConfig and none was chosen")
-    float_module, _ = _module_for(float_cls, sample, builder)
-    for module in float_module.modules():  # fused modules read their parts' qconfig too
+    float_instance, _ = _module_for(float_cls, sample, builder)
+    for module in float_instance.modules():  # fused modules read their parts' qconfig too
         module.qconfig = qconfig
     try:
-        return cls.from_float(float_module).eval()
+        return cls.from_float(float_instance).eval()
     except Exception as exc:
         raise SkipPattern(f"cannot build QAT module {cls.__name__}: {exc}") from exc
 

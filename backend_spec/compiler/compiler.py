@@ -260,15 +260,18 @@ class Compiler:
             if obj is not None and not _has_none(obj):
                 getattr(config, spec.setter)(obj)
         set_pt2e_keys(config, model.aten, model.quantize)
-        self.prove_fuser(path, config)
+        self.prove_fuser(path, config, named=isinstance(model.fuser_method, str))
         return config
 
-    def prove_fuser(self, path: KeyPath, config: Any) -> None:
+    def prove_fuser(self, path: KeyPath, config: Any, named: bool) -> None:
         """Whatever form named it, the fuser must build the declared fused module from float
-        modules of its (forward) pattern: an error at the fuser when it does not."""
+        modules of its (forward) pattern: an error at the fuser when it does not. A named
+        fuser that cannot take one module per op is BS511's one finding, not this one's."""
         if config.fuser_method is None or config.pattern is None:
             return
         ops = config.pattern if isinstance(config.pattern, tuple) else (config.pattern,)
+        if named and not _takes(config.fuser_method, 1 + len(ops)):
+            return
         problem = fuser_problem(config.fuser_method, ops, config.fused_module)
         if problem:
             self.problem(
@@ -327,6 +330,17 @@ class Compiler:
                 continue
             keys.append((path, pattern_key(_torch.BackendPatternConfig(pattern))))
         return keys
+
+
+def _takes(fn: Any, count: int) -> bool:
+    """Whether ``fn`` can be called with ``count`` positional arguments (True if unknown)."""
+    try:
+        inspect.signature(fn).bind(*([None] * count))
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read
+        return True
+    return True
 
 
 def _has_none(pattern: Any) -> bool:
