@@ -264,6 +264,14 @@ UNTRUSTED = _register(
     "use torch's fusers and getters, {sequential: X}, torch.nn / torch.ao.nn classes, or add "
     "the module to allow_imports (docs/security.md)",
 )
+FUSER_BUILDS_WRONG_MODULE = _register(
+    "BS307",
+    "fuser-builds-wrong-module",
+    E,
+    "a fuser, called on float modules of its pattern, fails or builds another class than "
+    "fused_module (or nn.Identity, which drops the matched layers)",
+    "use a fuser that builds the entry's fused_module, e.g. {sequential: FusedModuleClass}",
+)
 
 # -- 4xx: references between entries and files ------------------------------------------------
 UNKNOWN_DTYPE_CONFIG = _register(
