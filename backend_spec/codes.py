@@ -390,6 +390,25 @@ REMOVE_LEAVES_SIBLINGS = _register(
     W,
     "``remove`` takes out an op but leaves its functional form or its fusions in the backend.",
 )
+UNSATISFIABLE_DTYPE_CONFIG = _register(
+    "BS516",
+    "unsatisfiable-dtype-config",
+    W,
+    "A dtype config no QConfig can satisfy (a static entry with float output and quantized "
+    "input), so torch always skips it.",
+)
+INVALID_NOQA = _register(
+    "BS520",
+    "invalid-noqa",
+    W,
+    "A ``# noqa`` comment that is not honoured: it names no codes, or is misplaced.",
+)
+UNUSED_NOQA = _register(
+    "BS521",
+    "unused-noqa",
+    W,
+    "A code in a ``# noqa`` comment silences nothing: no such finding, or it cannot be silenced.",
+)
 RULE_CRASHED = _register(
     "BS599",
     "rule-crashed",
@@ -426,7 +445,7 @@ UNNAMEABLE = _register(
     "unnameable-object",
     E,
     "export met an object that has no name a spec can use",
-    "define it at module level in an importable module",
+    "use a module-level function or class (not a lambda or local function)",
 )
 UNWRITABLE = _register(
     "BS911", "unwritable-config", E, "export met a config it cannot write as a spec"

@@ -14,7 +14,7 @@ from itertools import islice
 from typing import Any
 
 from backend_spec import codes
-from backend_spec.codes import Severity
+from backend_spec.codes import Code, Severity
 
 # C0 and C1 controls, DEL, soft hyphen, line/paragraph separators, zero-width and bidi marks,
 # embeddings, overrides and isolates, the BOM and interlinear annotations: anything that moves
@@ -62,15 +62,15 @@ def capped(diagnostics: list[Diagnostic], unlisted_errors: int = 0) -> list[Diag
     counts = tuple(hidden[s] for s in _RANK)
     named = ("error(s)", "warning(s)", "note(s)")
     detail = ", ".join(f"{n} {word}" for n, word in zip(counts, named, strict=True) if n)
-    last = kept[-1] if kept else Diagnostic("<spec>", 0, 0, "", "")
+    file, line, column = (kept[-1].file, kept[-1].line, kept[-1].column) if kept else ("", 0, 0)
     note = Diagnostic(
-        last.file,
-        last.line,
-        last.column,
+        file,
+        line,
+        column,
         codes.TOO_MANY_PROBLEMS,
         f"{sum(counts)} more problem(s) not shown: {detail} (limit {MAX_DIAGNOSTICS})",
         "fix these first",
-        severity=Severity.ERROR if counts[0] else last.severity,
+        severity=Severity.ERROR if counts[0] or not kept else kept[-1].severity,
         hidden=counts,
     )
     return [*kept, note]
@@ -100,19 +100,35 @@ def escape_lines(text: str) -> str:
 
 @dataclass(frozen=True)
 class Diagnostic:
-    """One problem at one place. ``line`` and ``column`` are 1-based (0 when unknown)."""
+    """One problem at one place. ``line`` and ``column`` are 1-based (0 when unknown).
+
+    ``code`` is an entry of the registry (:mod:`backend_spec.codes`; its id is accepted and
+    looked up, an unregistered one is a ValueError). ``hint`` and ``severity`` default to the
+    code's, so a call site writes them only when it knows better: a hint naming the value at
+    hand, or ``""`` for none.
+    """
 
     file: str
     line: int
     column: int
-    code: str
+    code: Code
     message: str
-    hint: str = ""
-    severity: Severity = Severity.ERROR
+    hint: str = None  # type: ignore[assignment]  # None: the code's hint
+    severity: Severity = None  # type: ignore[assignment]  # None: the code's severity
     key_path: tuple[str | int, ...] = field(default=(), compare=False)
     #: On a BS108 note only: how many errors, warnings and notes it stands for, so that a
     #: list capped twice (validation, then compile's rules) still counts every one.
     hidden: tuple[int, ...] = field(default=(), compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        code = codes.lookup(self.code)
+        if code is None:
+            raise ValueError(f"diagnostic code {self.code!r} is not in the registry (codes.py)")
+        object.__setattr__(self, "code", code)
+        if self.hint is None:
+            object.__setattr__(self, "hint", code.hint)
+        if self.severity is None:
+            object.__setattr__(self, "severity", code.severity)
 
     def location(self) -> str:
         """``file:line:column``, or just the file (``<my_backend>`` for an exported config)

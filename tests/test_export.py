@@ -203,6 +203,25 @@ def test_lambda_fuser_is_a_spec_error_naming_pattern_and_field() -> None:
     assert diag.key_path == ("patterns", 0, "fuser_method")
 
 
+class _Fusers:
+    def fuse(self, is_qat: bool, a: Any, b: Any) -> Any:
+        return a
+
+
+def test_bound_method_fuser_is_named_as_bound_to_an_instance() -> None:
+    # its __qualname__ is the function's (test_export._Fusers.fuse), which reads as if it
+    # were importable: the message says what cannot be named, the instance
+    bc = BackendConfig("b").set_backend_pattern_config(
+        BackendPatternConfig((nn.Linear, nn.ReLU)).set_fuser_method(_Fusers().fuse)
+    )
+    with pytest.raises(backend_spec.SpecError) as info:
+        dump(bc)
+    (diag,) = info.value.diagnostics
+    assert diag.code == "BS910"
+    assert "method fuse bound to an instance of test_export._Fusers" in diag.message
+    assert "staticmethod or a classmethod" in diag.hint
+
+
 def test_every_unnameable_object_is_reported_at_once() -> None:
     def local_getter(pattern: Any) -> Any:
         return pattern

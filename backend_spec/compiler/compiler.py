@@ -25,10 +25,15 @@ from backend_spec.names.fusers import (
 )
 from backend_spec.names.resolver import Kind, NameProblem, Resolver
 from backend_spec.names.vocabulary import TORCH_FACTORY_MODULES, inside
-from backend_spec.specfile.fields import MODULE_KINDS, PATTERN_FIELDS, PATTERN_KINDS, FieldKind
-from backend_spec.specfile.models import (
+from backend_spec.specfile.fields import (
     CONSTRAINT_FIELDS,
+    MODULE_KINDS,
     OBSERVER_FIELDS,
+    PATTERN_FIELDS,
+    PATTERN_KINDS,
+    FieldKind,
+)
+from backend_spec.specfile.models import (
     DTypeConfigModel,
     DTypeWithConstraintsModel,
     FunctionForm,
@@ -81,7 +86,7 @@ class Compiler:
         self.diagnostics: list[Diagnostic] = []
         self._named_dtype_configs: dict[str, Any] = {}
 
-    def problem(self, path: KeyPath, code: str, message: str, hint: str = "") -> None:
+    def problem(self, path: KeyPath, code: str, message: str, hint: str | None = None) -> None:
         self.diagnostics.append(self.doc.diagnostic(path, code, message, hint))
 
     def name(self, path: KeyPath, name: str, kind: Kind) -> Any:

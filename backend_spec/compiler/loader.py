@@ -136,7 +136,6 @@ def guarded(build: Any, file: str = "<spec>") -> Any:
                     1,
                     codes.INTERNAL,
                     f"internal error while loading: {type(exc).__name__}: {exc}",
-                    "please report this with the spec that caused it",
                 )
             ]
         ) from exc
@@ -219,7 +218,6 @@ def build(
             ("remove",),
             codes.REMOVE_WITHOUT_EXTENDS,
             "'remove' needs 'extends'",
-            "name a base to remove patterns from",
         )
     problems.extend(compiler.diagnostics)
     if problems:

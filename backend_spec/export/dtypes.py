@@ -16,7 +16,7 @@ from typing import Any
 from backend_spec._torch import DTypeConfig, DTypeWithConstraints, torch
 from backend_spec.compiler.observed import observer_options
 from backend_spec.names.dtypes import dtype_name
-from backend_spec.specfile.models import CONSTRAINT_FIELDS
+from backend_spec.specfile.fields import CONSTRAINT_FIELDS
 
 #: DTypeConfig keys whose value may carry constraints, in spec order.
 _CONSTRAINED_KEYS: tuple[str, ...] = ("input_dtype", "output_dtype", "weight_dtype")

@@ -54,7 +54,7 @@ class NameProblem(Exception):
 
     code: str
     message: str
-    hint: str = ""
+    hint: str | None = None  # None: the code's hint
 
 
 def _is_identifier(part: str) -> bool:
@@ -273,7 +273,6 @@ class Resolver:
             raise NameProblem(
                 codes.INVALID_NAME,
                 f"'{name}' uses a dunder attribute",
-                "name a module, class or function",
             )
         if len(parts) == 1:
             return self._bare(name)
@@ -337,8 +336,7 @@ class Resolver:
         raise NameProblem(
             codes.OUTSIDE_ROOTS,
             f"'{'.'.join(parts)}' is outside the allowed roots ({roots})",
-            self.suggest(head, [*ALIASES, *self.allowed])
-            or "add its module with --allow-import / allow_imports if you trust it",
+            self.suggest(head, [*ALIASES, *self.allowed]) or None,
         )
 
     def _walk(self, obj: Any, parts: list[str], shown: str) -> Any:
