@@ -139,9 +139,9 @@ def _acceptable(result: Any, fused_module: Any) -> bool:
 
 
 def _float_modules(ops: tuple[Any, ...], training: bool) -> list[Any]:
-    """What ``prepare_fx`` hands a fuser for these ops: float modules (sized along the chain,
-    in the mode asked), ``nn.ReLU()`` for ``F.relu``, and other functions and method names as
-    is."""
+    """What ``prepare_fx`` hands a fuser for these ops: float modules (all sized for one
+    sample, in the mode asked), ``nn.ReLU()`` for ``F.relu``, other functions and method
+    names as is."""
     if not all(isinstance(op, (type, str)) or callable(op) for op in ops):
         raise SkipPattern("nested or wildcard pattern")
     classes = [op for op in ops if isinstance(op, type)]
@@ -153,10 +153,9 @@ def _float_modules(ops: tuple[Any, ...], training: bool) -> list[Any]:
     modules: list[Any] = []
     for op in ops:
         if isinstance(op, type) and issubclass(op, nn.Module):
-            module = float_module(op, sample, keep_width=True).eval()
-            out = module(sample)
-            sample = out[0] if isinstance(out, tuple) else out
-            modules.append(module.train(training))
+            # keep_width: every module takes the same sample, so nothing is run forward (a
+            # forward on the meta device would import torch's Python meta kernels: seconds)
+            modules.append(float_module(op, sample, keep_width=True).train(training))
         elif isinstance(op, type):
             raise SkipPattern(f"{op.__name__} is not a module class")
         else:

@@ -419,12 +419,22 @@ class FunctionForm(_Strict):
         if len(given) != 1:
             raise PydanticCustomError(
                 codes.INVALID_VALUE,
-                "give exactly one of {keys}" + (f", not {' and '.join(given)}" if given else ""),
-                {"keys": ", ".join(FORM_KEYS)},
+                "a function form gives exactly one of {keys}"
+                + (f", not {' and '.join(given)}" if given else ""),
+                {
+                    "keys": ", ".join(FORM_KEYS),
+                    "hint": "e.g. {sequential: nni.ConvReLU2d} or "
+                    "{call: factory, args: [...]}; split two forms into two entries",
+                },
             )
         if given != ["call"] and (self.args is not None or self.kwargs is not None):
             raise PydanticCustomError(
-                codes.INVALID_VALUE, "'args' and 'kwargs' go with 'call' only", {}
+                codes.INVALID_VALUE,
+                "'args' and 'kwargs' go with 'call' only, not with '{form}'",
+                {
+                    "form": given[0],
+                    "hint": "drop args/kwargs, or write {call: factory, args: [...]}",
+                },
             )
         return self
 
@@ -455,7 +465,16 @@ AtenName = Annotated[
     ),
 ]
 
-AtenOps = AtenName | Annotated[list[AtenName], Field(min_length=1, max_length=8)]
+
+def _aten_ops_kind(value: Any) -> str | None:
+    return _kind(value, list, "sequence")
+
+
+AtenOps = Annotated[
+    Annotated[AtenName, Tag("name")]
+    | Annotated[list[AtenName], Field(min_length=1, max_length=8), Tag("sequence")],
+    Discriminator(_aten_ops_kind),
+]
 
 
 def _simple_pattern_kind(value: Any) -> str | None:
