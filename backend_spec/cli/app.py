@@ -139,10 +139,14 @@ def write_spec(text: str, output: Path | None, schema_ref: str | None) -> None:
 
 
 def output_format(fmt: str | None, output: Path | None) -> str:
-    """The format of a written spec: --format, else the suffix of -o, else yaml."""
+    """The format of a written spec: --format, else the suffix of -o (in any case, as the
+    readers take it), else yaml."""
+    from backend_spec.files import suffix_of
+    from backend_spec.specfile.source import FORMATS
+
     if fmt is not None:
         return fmt
-    return "toml" if output is not None and output.suffix == ".toml" else "yaml"
+    return FORMATS.get(suffix_of(output), "yaml") if output is not None else "yaml"
 
 
 def fail_usage(message: str) -> typer.Exit:

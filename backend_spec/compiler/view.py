@@ -24,7 +24,7 @@ from backend_spec.specfile.models import (
     SpecModel,
     nested_forward_items,
 )
-from backend_spec.specfile.source import KeyPath, SourceDoc
+from backend_spec.specfile.source import KeyPath, Position, SourceDoc
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,8 @@ class Problem:
     message: str
     hint: str | None = None  # None: the code's hint
     at_key: bool = False
+    #: Where it is, for a finding about the text rather than a key (a comment).
+    position: Position | None = None
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,9 @@ class SpecView:
 
     def diagnostic(self, code: str, problem: Problem) -> Diagnostic:
         """``problem`` placed in the file, under ``code``."""
+        if problem.position is not None:
+            line, column = problem.position
+            return Diagnostic(self.doc.file, line, column, code, problem.message, problem.hint)
         return self.doc.diagnostic(
             problem.path, code, problem.message, problem.hint, at_key=problem.at_key
         )

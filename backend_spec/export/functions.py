@@ -52,6 +52,13 @@ def _named(obj: Any) -> str:
 
 
 def _show(obj: Any) -> str:
+    owner = getattr(obj, "__self__", None)
+    if isinstance(obj, types.MethodType) and not isinstance(owner, (type, types.ModuleType)):
+        # its __qualname__ is the wrapped function's: the instance is what cannot be named
+        kind = type(owner)
+        return (
+            f"method {obj.__name__} bound to an instance of {kind.__module__}.{kind.__qualname__}"
+        )
     qualname = getattr(obj, "__qualname__", None)
     if qualname is None:
         return f"a {type(obj).__name__} value"
@@ -60,6 +67,12 @@ def _show(obj: Any) -> str:
 
 def _factory_of(fn: Any) -> Any:
     """The module-level function (or class-level method) whose code made closure ``fn``."""
+    if isinstance(fn, types.MethodType) and not isinstance(fn.__self__, type):
+        raise Unwritable(
+            fn,
+            f"{_show(fn)} has no importable name",
+            hint="bind no instance: use a module-level function, a staticmethod or a classmethod",
+        )
     if not isinstance(fn, types.FunctionType) or ".<locals>." not in fn.__qualname__:
         raise Unwritable(fn, f"{_show(fn)} has no importable name")
     outer = fn.__qualname__.rsplit(".<locals>.", 1)[0]

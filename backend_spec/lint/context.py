@@ -14,6 +14,7 @@ from functools import cached_property
 from typing import Any
 
 from backend_spec.compiler.view import PatternEntry, Problem, SpecView
+from backend_spec.lint.noqa import Suppressions
 from backend_spec.specfile.models import DTypeConfigModel
 from backend_spec.specfile.source import KeyPath
 
@@ -31,6 +32,11 @@ class DTypeUse:
 
 class LintContext(SpecView):
     """Everything a rule may look at for one spec file."""
+
+    @cached_property
+    def noqa(self) -> Suppressions:
+        """The file's suppression comments (read once, when first asked)."""
+        return Suppressions.of(self.doc)
 
     # -- dtype configs ----------------------------------------------------------------------
 

@@ -1,6 +1,8 @@
 """Lint one spec file: the loader's diagnostics (always errors) plus the selected rules.
 
-The file is read and validated once. Validation recovers from bad entries (they are reported
+The file is read and validated once. The rules' findings pass through the file's ``# noqa``
+comments (:mod:`backend_spec.lint.noqa`); the loader's errors and the enforced checks' never
+do. Validation recovers from bad entries (they are reported
 and set aside), and the rules run on every entry that validated, even if names failed to
 resolve, so a user sees every problem in one pass. A rule that crashes becomes a diagnostic,
 not a traceback.
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
+from functools import cache
 from pathlib import Path
 
 from backend_spec import _torch, codes
@@ -18,6 +21,7 @@ from backend_spec.compiler.loader import Built, build, guarded, read_source, vie
 from backend_spec.compiler.meaning import ENFORCED, meaning_errors
 from backend_spec.diagnostics import Diagnostic, Severity, SpecError
 from backend_spec.lint.context import LintContext, Problem
+from backend_spec.lint.noqa import RULES as NOQA_RULES
 from backend_spec.lint.registry import Rule, all_rules
 from backend_spec.names.resolver import Resolver
 
@@ -39,8 +43,7 @@ def lint_path(
             return _ordered(list(error.diagnostics))
         found = list(built.diagnostics)
         if context is not None:
-            for rule in rules:
-                found.extend(run_rule(rule, context))
+            found.extend(_findings(context, rules))
     return _ordered(found)
 
 
@@ -64,7 +67,8 @@ def compile_report(
         warnings: list[Diagnostic] = []
         if context is not None:
             errors += meaning_errors(context)
-            found = _run(context, rules)
+            chosen = all_rules() if rules is None else rules
+            found = _findings(context, [r for r in chosen if r.id not in ENFORCED])
             problems = [d for d in found if d.severity is not Severity.INFO]
             warnings = [d for d in found if d not in problems] + _as(Severity.WARNING, problems)
     compiled = None if errors else built.compiled
@@ -92,13 +96,24 @@ def _as(severity: Severity, found: list[Diagnostic]) -> list[Diagnostic]:
     return [dataclasses.replace(d, severity=severity) for d in found]
 
 
-def _run(context: LintContext, rules: Iterable[Rule] | None = None) -> list[Diagnostic]:
-    """The findings of the rules that are not enforced (those come from ``meaning_errors``)."""
-    found = []
-    for rule in all_rules() if rules is None else rules:
-        if rule.id not in ENFORCED:
-            found.extend(run_rule(rule, context))
-    return found
+def _findings(context: LintContext, rules: Iterable[Rule]) -> list[Diagnostic]:
+    """The rules' findings that the file's ``# noqa`` comments do not silence, then the
+    comments' own problems: their rules run last, on what the others found."""
+    rules = tuple(rules)
+    ordinary = [rule for rule in rules if rule.id not in NOQA_RULES]
+    found = [d for rule in ordinary for d in run_rule(rule, context)]
+    kept = context.noqa.apply(found, (rule.id for rule in ordinary), _silenceable())
+    for rule in rules:
+        if rule.id in NOQA_RULES:
+            kept.extend(run_rule(rule, context))
+    return kept
+
+
+@cache
+def _silenceable() -> frozenset[str]:
+    """The codes a ``# noqa`` comment may silence: every rule's, but the enforced checks' and
+    those about the comments themselves."""
+    return frozenset(rule.id for rule in all_rules()) - {*ENFORCED, *NOQA_RULES}
 
 
 def run_rule(rule: Rule, context: LintContext) -> list[Diagnostic]:

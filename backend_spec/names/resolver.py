@@ -189,6 +189,50 @@ class Resolver:
             f"modules; this one is defined in '{module}'"
         )
 
+    def factory_argument(self, name: str) -> Any:
+        """The object a name argument of ``{call: f, args: [...]}`` denotes, or NameProblem.
+
+        The same predicate as the other callable forms: a function argument is a callable
+        field's value (torch's fusers and getters, or allowed), and a class argument ends up
+        as the fused module a fuser builds, so it is checked like ``{sequential: X}``'s class
+        (a torch fused module class; any nn.Module subclass of an allowed module). Modules
+        are refused: a factory never needs one.
+        """
+        obj = self.lookup(name)
+        if isinstance(obj, ModuleType):
+            raise NameProblem(
+                codes.WRONG_KIND,
+                f"'{name}' is {describe(obj)}; a factory argument cannot be a module",
+                "pass a fused module class, a fuser function, a number or {literal: text}",
+            )
+        if isinstance(obj, type):
+            code, problem = self._class_argument_problem(obj)
+            if problem:
+                raise NameProblem(
+                    code,
+                    f"'{name}' is {describe(obj)}; a class argument of {{call: ...}} becomes "
+                    f"the fused module, so {problem}",
+                    "name a torch fused module class such as nni.ConvReLU2d (nn.Identity, "
+                    "nn.Sequential or nn.Module would drop or hide the matched layers)",
+                )
+            return obj
+        if callable(obj) and not isinstance(obj, MethodName):
+            problem = self.trusted_callable(obj)
+            if problem:
+                raise NameProblem(codes.UNTRUSTED, f"'{name}': {problem}", _TRUST_HINT)
+        return obj
+
+    def _class_argument_problem(self, cls: type) -> tuple[str, str]:
+        """``(code, why)`` a class may not be a factory argument, or ``("", "")``."""
+        if _under(defining_module(cls), self.allowed):
+            if is_module_class(cls):
+                return "", ""
+            return codes.WRONG_KIND, "it needs to be an nn.Module subclass"
+        if not is_fused_module_class(cls):
+            return codes.WRONG_KIND, "it needs to be a fused module class (a _FusedModule)"
+        trusted = self._trusted_class(cls, SEQUENTIAL_MODULES, "a fused module class")
+        return (codes.UNTRUSTED, trusted) if trusted else ("", "")
+
     def _trusted_class(self, obj: Any, trees: tuple[str, ...], what: str) -> str:
         module = defining_module(obj)
         if _under(module, self.allowed) or _under(module, trees):

@@ -693,10 +693,10 @@ def _not_null(field: str) -> dict[str, Any]:
 
 
 def _refine(schema: dict[str, Any]) -> None:
-    from backend_spec.names.dtypes import dtype_names
+    from backend_spec.specfile.dtypes import SPEC_DTYPE_RANGES, SPEC_DTYPES
 
     defs = schema["$defs"]
-    names = sorted(dtype_names())
+    names = sorted(SPEC_DTYPES)  # the format's list, not the installed torch's
     dtype_enum = {"enum": names, "description": "A torch.dtype attribute name."}
     constrained = defs["DTypeWithConstraintsModel"]
     fields = constrained["properties"]
@@ -714,9 +714,7 @@ def _refine(schema: dict[str, Any]) -> None:
                 }
             },
         }
-        for name in names
-        for low, high in [dtype_range(name) or (None, None)]
-        if low is not None
+        for name, (low, high) in sorted(SPEC_DTYPE_RANGES.items())
     ]
     configs = defs["DTypeConfigModel"]["properties"]
     for key in ("input_dtype", "output_dtype", "weight_dtype", "bias_dtype"):

@@ -74,13 +74,70 @@ def validate(doc: SourceDoc) -> tuple[SpecModel | None, list[Diagnostic]]:
     ]
     data = {k: v for k, v in data.items() if isinstance(k, str)}
     try:
-        spec, found, unlisted = _recover(doc, data)
+        known, dropped = _without_unknown_keys(data, ())
+        problems += [_unknown_key(doc, data, path) for path in dropped[: MAX_DIAGNOSTICS + 1]]
+        spec, found, unlisted = _recover(doc, known)
+        unlisted += max(0, len(dropped) - MAX_DIAGNOSTICS - 1)
     except RecursionError:
         return None, [*problems, doc.diagnostic((), codes.TOO_DEEP, "nesting too deep")]
     if spec is not None:
         found += _version_problems(doc, spec)
     found = _dedupe([*problems, *found])
-    return spec, capped(found, len(found) + unlisted)
+    return spec, capped(found, unlisted)
+
+
+#: Keys of an entry whose mapping values have a model of their own (model_at knows which).
+_MODEL_KEYS = frozenset(
+    (
+        *_DTYPE_KEYS,
+        "fuser_method",
+        "root_node_getter",
+        "extra_inputs_getter",
+        "reverse2",
+        "reverse3",
+    )
+)
+
+
+def _without_unknown_keys(value: dict[str, Any], path: KeyPath) -> tuple[dict[str, Any], list]:
+    """A copy of ``value`` (the mapping at ``path``) without the keys its model does not
+    know, down through its entries and their dtype and fuser mappings, and their paths.
+
+    Found here, before pydantic runs: pydantic builds one error per unknown key, and a flood
+    of them (a quarter of a million in an 8 MB file) costs hundreds of megabytes before any
+    cap applies. This costs a set lookup per key."""
+    allowed = model_at(path).model_fields
+    dropped: list[KeyPath] = []
+    kept: dict[str, Any] = {}
+    for key, child in value.items():
+        if isinstance(key, str) and key not in allowed:
+            dropped.append((*path, key))
+            continue
+        if key in _MODEL_KEYS and isinstance(child, dict):
+            child, more = _without_unknown_keys(child, (*path, key))
+            dropped += more
+        elif key in ("patterns", "dtype_configs") and isinstance(child, (list, dict)):
+            child = _entries_without_unknown_keys(child, (*path, key), dropped)
+        kept[key] = child
+    return kept, dropped
+
+
+def _entries_without_unknown_keys(entries: list | dict, path: KeyPath, dropped: list) -> Any:
+    """A copy of a list or mapping of entries (patterns, dtype configs), each without its
+    unknown keys (their paths added to ``dropped``)."""
+    items = enumerate(entries) if isinstance(entries, list) else entries.items()
+    kept = {}
+    for key, entry in items:
+        if isinstance(entry, dict):
+            entry, more = _without_unknown_keys(entry, (*path, key))
+            dropped += more
+        kept[key] = entry
+    return list(kept.values()) if isinstance(entries, list) else kept
+
+
+def _unknown_key(doc: SourceDoc, data: Any, path: KeyPath) -> Diagnostic:
+    """The diagnostic pydantic's ``extra_forbidden`` error at ``path`` would give."""
+    return _diagnostic(doc, data, {"type": "extra_forbidden", "loc": path, "msg": ""})
 
 
 def _version_problems(doc: SourceDoc, spec: SpecModel) -> list[Diagnostic]:
