@@ -214,6 +214,36 @@ def test_compile_keeps_lint_notes_out_of_its_warnings(tmp_path):
     assert "BS701" not in result.output and "warning" not in result.output
 
 
+@pytest.mark.parametrize("flow", ["pt2e", "both"])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--golden", "g.json"],
+        ["--update-golden", "--golden", "g.json"],
+        ["--jobs", "2"],
+        ["--engine", "qnnpack"],
+        ["--verbose"],
+    ],
+)
+def test_check_refuses_the_flags_a_flow_does_not_honour(flow, flags):
+    # Each flag means the same under every --flow, or it is refused: never silently ignored.
+    result = runner.invoke(app, ["check", "x86", "--flow", flow, *flags])
+    assert result.exit_code == 2, result.output
+    [line] = result.stderr.strip().splitlines()
+    assert flags[0] in line and f"--flow {flow}" in line, line
+
+
+@pytest.mark.parametrize("flags", [["--torch-default"], ["--qconfig-mapping", "m:q"]])
+def test_explain_pt2e_refuses_qconfig_choices(flags):
+    result = runner.invoke(app, ["explain", "x86", "--model", "m:f", "--flow", "pt2e", *flags])
+    assert result.exit_code == 2 and flags[0] in result.stderr, result.output
+
+
+def test_an_unknown_flow_is_refused():
+    assert runner.invoke(app, ["check", "x86", "--flow", "onnx"]).exit_code == 2
+    assert runner.invoke(app, ["explain", "x86", "--model", "m:f", "--flow", "both"]).exit_code == 2
+
+
 @pytest.mark.parametrize(
     ("name", "fmt"),
     [("x.TOML", "toml"), ("x.Toml", "toml"), ("x.YML", "yaml"), ("x.Yaml", "yaml")],

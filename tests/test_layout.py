@@ -161,3 +161,69 @@ def test_no_folder_or_module_reads_as_tests_or_build_output() -> None:
         p for p in PACKAGE.rglob("*.py") if p.stem.startswith("test_") or p.stem.endswith("_test")
     ]
     assert not folders and not tests, [str(p.relative_to(PACKAGE)) for p in (*folders, *tests)]
+
+
+def _prints(source: str) -> list[int]:
+    """Lines that write to the terminal: ``print()``, ``typer.echo``, a console's ``print``,
+    ``sys.stdout``/``sys.stderr`` writes."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == "print":
+            found.append(node.lineno)
+        elif isinstance(func, ast.Attribute) and func.attr in ("echo", "print", "secho"):
+            found.append(node.lineno)
+        elif (
+            isinstance(func, ast.Attribute)
+            and func.attr == "write"
+            and isinstance(func.value, ast.Attribute)
+            and func.value.attr in ("stdout", "stderr")
+        ):
+            found.append(node.lineno)
+    return found
+
+
+def test_the_print_finder_finds_each_way_of_printing() -> None:
+    source = "print(1)\ntyper.echo(2)\nconsole.print(3)\nsys.stderr.write('4')\nlog.info(5)\n"
+    assert _prints(source) == [1, 2, 3, 4]
+
+
+def test_only_the_cli_prints() -> None:
+    cli = PACKAGE / "cli"
+    printing = [
+        f"{path.relative_to(PACKAGE)}:{line}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if cli not in path.parents
+        for line in _prints(path.read_text(encoding="utf-8"))
+    ]
+    assert not printing, f"printing outside backend_spec/cli: {printing}"
+
+
+@pytest.mark.parametrize("name", ["load", "loads", "dump", "qconfig_mapping", "quantizer"])
+def test_the_public_api_has_precise_return_types(name: str) -> None:
+    import inspect
+    import typing
+
+    import backend_spec
+
+    function = getattr(backend_spec, name)
+    hints = typing.get_type_hints(function, vars(inspect.getmodule(function)) | _type_names())
+    assert hints["return"] is not typing.Any, f"backend_spec.{name} returns Any"
+
+
+def _type_names() -> dict[str, object]:
+    """Names the API annotates with only under TYPE_CHECKING (the runtime needs torchao)."""
+    from backend_spec.pt2e.rules import Report
+    from backend_spec.pt2e.runtime import TableQuantizer
+
+    return {"Report": Report, "TableQuantizer": TableQuantizer}
+
+
+def test_the_architecture_page_places_every_subpackage_and_top_level_module() -> None:
+    page = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    units = {p.parent.name + "/" for p in PACKAGE.glob("*/__init__.py")}
+    units |= {p.name for p in PACKAGE.glob("*.py") if p.name not in ("__main__.py",)}
+    missing = sorted(u for u in units if f"`{u}" not in page and f" {u}" not in page)
+    assert not missing, f"docs/architecture.md does not say where these live: {missing}"

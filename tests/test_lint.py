@@ -148,9 +148,9 @@ def test_a_pyproject_next_to_an_untrusted_spec_is_never_read(
 
 def test_malformed_project_settings_exit_2_naming_the_key(project: Path) -> None:
     for text, key in (
-        ('[tool.bespec]\nallow_imports = 3\n', "allow_imports"),
+        ("[tool.bespec]\nallow_imports = 3\n", "allow_imports"),
         ('[tool.bespec.lint]\nstrict = "yes"\n', "strict"),
-        ('[tool.bespec.check]\nengine = 3\n', "engine"),
+        ("[tool.bespec.check]\nengine = 3\n", "engine"),
         ('[tool.bespec]\nallow_import = ["x"]\n', "allow_import"),
     ):
         (project / "pyproject.toml").write_text(text)

@@ -303,8 +303,6 @@ def compile_command(
     compiled = compile_reporting(existing(spec), allow_import, allow_extends_outside)
     print_summary(compiled.backend_config, spec)
     if target == "pt2e":
-        from backend_spec.pt2e.cli import compile_pt2e
-
         compile_pt2e(compiled.backend_config, spec, output)
     elif output is not None:
         from backend_spec.export.python import generate_module
@@ -317,6 +315,20 @@ def compile_command(
         typer.echo(f"wrote {output}")
     if emit_pytest is not None:
         write_emitted_test(spec, emit_pytest, golden, allow_import)
+
+
+def compile_pt2e(backend_config: Any, spec: Path, output: Path | None) -> None:
+    """The rule table's report; with ``output``, the standalone quantizer module written."""
+    from backend_spec.cli.render.pt2e import compile_lines
+    from backend_spec.pt2e.emit import generate_module
+    from backend_spec.pt2e.rules import compile_table
+
+    table, report = compile_table(backend_config)
+    for line in compile_lines(report):
+        typer.echo(line)
+    if output is not None:
+        write_file(output, generate_module(table, source=str(spec)))
+        typer.echo(f"wrote {output}")
 
 
 def write_emitted_test(
@@ -549,7 +561,17 @@ def check_cli(
     Exit status: with --golden, 0 when the run matches the golden (known failures included) and
     1 on drift; without one, 1 when a case or model failed; --update-golden only records (0).
     """
+    if flow not in ("fx", "pt2e", "both"):
+        raise fail_usage(f"--flow must be fx, pt2e or both, not {flow!r}")
     if flow != "fx":
+        fx_only = {
+            "--engine": engine is not None,
+            "--jobs": jobs != 1,
+            "--golden": golden is not None,
+            "--update-golden": update_golden,
+            "--verbose": verbose,
+        }
+        refuse_flags(f"--flow {flow}", [flag for flag, given in fx_only.items() if given])
         raise typer.Exit(pt2e_check(spec, flow, model or [], fmt, allow_import))
     from backend_spec.check import golden as golden_files
     from backend_spec.check.run import run_check
@@ -620,20 +642,29 @@ def _check_models(refs: list[str] | None) -> list | None:
     return models
 
 
+def refuse_flags(where: str, flags: list[str]) -> None:
+    """Exit 2 with one line when flags are given that ``where`` does not honour: a flag means
+    the same under every ``--flow``, or it is refused."""
+    if flags:
+        them = "it" if len(flags) == 1 else "them"
+        raise fail_usage(f"{where} does not take {', '.join(flags)}; drop {them} or use --flow fx")
+
+
 def pt2e_check(
     spec: str, flow: str, models: list[str], fmt: str, allow_import: list[str] | None
 ) -> int:
-    """``check --flow pt2e|both`` (backend_spec.pt2e.check)."""
+    """``check --flow pt2e|both`` (backend_spec.pt2e.check): the rows rendered, exit status."""
+    from backend_spec.cli.render.pt2e import flow_json, flow_text
     from backend_spec.pt2e import TorchaoMissing
     from backend_spec.pt2e.check import flow_check, reference_models
 
-    if flow not in ("pt2e", "both"):
-        raise fail_usage(f"--flow must be fx, pt2e or both, not {flow!r}")
     backend_config = load_ref(spec, allow_import).backend_config
     try:
-        return flow_check(backend_config, flow, reference_models(models), fmt)
+        report = flow_check(backend_config, flow, reference_models(models))
     except TorchaoMissing as exc:
         raise fail_usage(str(exc)) from None
+    sys.stdout.write((flow_json if fmt == "json" else flow_text)(report))
+    return 1 if report.failed else 0
 
 
 # -- explain ---------------------------------------------------------------------------------
@@ -670,6 +701,14 @@ def explain_command(
 
     from backend_spec.analysis import explain
 
+    if flow not in ("fx", "pt2e"):
+        raise fail_usage(f"--flow must be fx or pt2e, not {flow!r}")
+    if flow == "pt2e":  # the quantizer is the spec's own: no QConfigMapping to choose
+        fx_only = {
+            "--qconfig-mapping": qconfig_mapping is not None,
+            "--torch-default": torch_default,
+        }
+        refuse_flags("--flow pt2e", [flag for flag, given in fx_only.items() if given])
     if torch_default and qconfig_mapping:
         raise fail_usage("--torch-default and --qconfig-mapping exclude each other")
     compiled = load_ref(spec, allow_import)
@@ -684,12 +723,12 @@ def explain_command(
     except ValueError as exc:
         raise fail_usage(str(exc)) from None
     if flow == "pt2e":
+        from backend_spec.cli.render.pt2e import verdicts_json, verdicts_text
         from backend_spec.pt2e.check import explain_pt2e
 
-        explain_pt2e(compiled.backend_config, net, inputs, fmt)
+        verdicts = explain_pt2e(compiled.backend_config, net, inputs)
+        sys.stdout.write((verdicts_json if fmt == "json" else verdicts_text)(verdicts))
         return
-    if flow != "fx":
-        raise fail_usage(f"--flow must be fx or pt2e, not {flow!r}")
     try:
         report = explain.explain_compiled(compiled, net, inputs, mapping)
     except Exception as exc:  # torch failed on this spec and model: one line, never a traceback

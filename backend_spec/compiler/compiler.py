@@ -61,7 +61,7 @@ class Compiled:
     """The result of compiling one spec: the config and where each pattern came from (problems
     are raised as SpecError, never returned)."""
 
-    backend_config: Any
+    backend_config: _torch.BackendConfig
     origins: dict[Any, Origin] = field(default_factory=dict)
     #: The source and validated model it came from (None for a built-in base).
     doc: SourceDoc | None = None

@@ -50,7 +50,7 @@ def load(
     allow_imports: Iterable[str] | None = None,
     *,
     allow_extends_outside: bool = False,
-) -> Any:
+) -> _torch.BackendConfig:
     """Load a spec file (``.yaml``/``.yml``/``.toml``) and return a torch ``BackendConfig``.
 
     A base named by ``extends`` must lie inside the spec's folder tree unless
@@ -68,7 +68,7 @@ def loads(
     file: str = "<string>",
     base_dir: str | os.PathLike[str] | None = None,
     allow_extends_outside: bool = False,
-) -> Any:
+) -> _torch.BackendConfig:
     """Load spec text of the given format (``"yaml"`` or ``"toml"``) into a BackendConfig.
 
     ``base_dir`` anchors a relative ``extends`` path and confines base files (default: the
