@@ -8,8 +8,8 @@ PY     := $(VENV)/bin/python
 BESPEC := $(VENV)/bin/bespec
 STAMP  := $(VENV)/.installed
 BUILTINS := native fbgemm qnnpack x86 onednn executorch tensorrt
-# The repository's specs point editors at the schema shipped inside the package.
-SCHEMA_REF := ../backend_spec/schema/backend-spec.schema.json
+# The repository's specs point editors at the top-level copy of the schema (`make schema`).
+SCHEMA_REF := ../schemas/backend-spec.schema.json
 
 .PHONY: demo test lint fmt specs schema docs aten-table bench clean
 

@@ -17,6 +17,7 @@ import typer
 from backend_spec.cli.render.diagnostics import FORMATS as REPORT_FORMATS
 from backend_spec.diagnostics import Severity, SpecError
 from backend_spec.quiet import silence_globally
+from backend_spec.settings import Settings, project_settings
 
 app = typer.Typer(
     name="bespec",
@@ -145,10 +146,14 @@ def write_spec(text: str, output: Path | None, schema_ref: str | None) -> None:
 
 
 def output_format(fmt: str | None, output: Path | None) -> str:
-    """The format of a written spec: --format, else the suffix of -o, else yaml."""
+    """The format of a written spec: --format, else the suffix of -o (in any case, as the
+    readers take it), else yaml."""
+    from backend_spec.files import suffix_of
+    from backend_spec.specfile.source import FORMATS
+
     if fmt is not None:
         return fmt
-    return "toml" if output is not None and output.suffix == ".toml" else "yaml"
+    return FORMATS.get(suffix_of(output), "yaml") if output is not None else "yaml"
 
 
 def fail_usage(message: str) -> typer.Exit:
@@ -208,12 +213,18 @@ def report_errors(error: SpecError, grouped: bool = False) -> typer.Exit:
     return typer.Exit(1)
 
 
-def allowed(allow_import: list[str] | None) -> list[str]:
-    """The effective allow-list: ``--allow-import`` plus the project's (working directory's)
-    ``[tool.bespec] allow_imports``; never settings found next to a spec."""
-    from backend_spec.settings import project_allow_imports
+def project() -> Settings:
+    """The project's ``[tool.bespec]`` settings (the working directory's pyproject.toml, never
+    one found next to a spec); malformed settings exit 2 with one line."""
+    try:
+        return project_settings()
+    except ValueError as exc:
+        raise fail_usage(str(exc)) from None
 
-    return project_allow_imports(allow_import)
+
+def allowed(allow_import: list[str] | None) -> list[str]:
+    """The effective allow-list: ``--allow-import`` plus the project's ``allow_imports``."""
+    return project().allowed(allow_import)
 
 
 def load_ref(
@@ -246,15 +257,14 @@ def compile_reporting(spec: Path, allow_import: list[str] | None, extends_outsid
     from backend_spec.cli.render.diagnostics import render_text
     from backend_spec.lint.registry import Selection, select_rules
     from backend_spec.lint.runner import compile_report
-    from backend_spec.lint.settings import merged, project_settings
 
+    settings = project()
     try:
-        settings = merged(project_settings(spec), None, None, False)
-        rules = select_rules(Selection(settings.select, settings.ignore))
+        rules = select_rules(Selection(settings.lint.select, settings.lint.ignore))
     except ValueError as exc:
         raise fail_usage(str(exc)) from None
     compiled, found = compile_report(
-        spec, allowed(allow_import), rules, allow_extends_outside=extends_outside
+        spec, settings.allowed(allow_import), rules, allow_extends_outside=extends_outside
     )
     if compiled is None:
         raise report_errors(SpecError(found))
@@ -483,11 +493,14 @@ def lint_command(
     from backend_spec.cli.render.console import use_color
     from backend_spec.cli.render.lint import render_lint
     from backend_spec.lint.session import lint_files
+    from backend_spec.lint.settings import merged
 
     for spec in specs:
         existing(spec)
+    settings = project()
     try:
-        report = lint_files(specs, select, ignore, strict, allowed(allow_import))
+        chosen = merged(settings.lint, select, ignore, strict)
+        report = lint_files(specs, chosen, settings.allowed(allow_import))
     except ValueError as exc:
         raise fail_usage(str(exc)) from None
     sys.stdout.write(render_lint(report, fmt, color=use_color(sys.stdout)))
@@ -548,7 +561,6 @@ def check_cli(
     from backend_spec.check import golden as golden_files
     from backend_spec.check.run import run_check
     from backend_spec.cli.render import check as render
-    from backend_spec.settings import tool_settings
 
     if update_golden and golden is None:
         raise fail_usage("--update-golden needs --golden FILE")
@@ -561,9 +573,7 @@ def check_cli(
         except ValueError as exc:
             raise fail_usage(str(exc)) from None
     backend_config = load_ref(spec, allow_import).backend_config
-    # The project's settings (working directory upward), never a pyproject.toml next to a spec.
-    configured = tool_settings(Path.cwd()).get("check", {})
-    engine = engine or (configured.get("engine") if isinstance(configured, dict) else None)
+    engine = engine or project().check.engine
     models = _check_models(model)
     with render.progress_bar() as advance:
         try:
@@ -709,8 +719,9 @@ def explain_command(
         typer.echo(json.dumps(report.to_dict(), indent=2))
     else:
         from backend_spec.cli.render.console import make_console
+        from backend_spec.cli.render.explain import print_explanation
 
-        explain.print_explanation(report, make_console())
+        print_explanation(report, make_console())
 
 
 # -- diff ------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend_spec import _torch, codes
+from backend_spec.compiler.fuser_check import fuser_problem
 from backend_spec.compiler.observed import ObservedDTypeWithConstraints, set_pt2e_keys
 from backend_spec.diagnostics import Diagnostic
 from backend_spec.names.dtypes import to_dtype
@@ -24,10 +25,15 @@ from backend_spec.names.fusers import (
 )
 from backend_spec.names.resolver import Kind, NameProblem, Resolver
 from backend_spec.names.vocabulary import TORCH_FACTORY_MODULES, inside
-from backend_spec.specfile.fields import MODULE_KINDS, PATTERN_FIELDS, PATTERN_KINDS, FieldKind
-from backend_spec.specfile.models import (
+from backend_spec.specfile.fields import (
     CONSTRAINT_FIELDS,
+    MODULE_KINDS,
     OBSERVER_FIELDS,
+    PATTERN_FIELDS,
+    PATTERN_KINDS,
+    FieldKind,
+)
+from backend_spec.specfile.models import (
     DTypeConfigModel,
     DTypeWithConstraintsModel,
     FunctionForm,
@@ -80,7 +86,7 @@ class Compiler:
         self.diagnostics: list[Diagnostic] = []
         self._named_dtype_configs: dict[str, Any] = {}
 
-    def problem(self, path: KeyPath, code: str, message: str, hint: str = "") -> None:
+    def problem(self, path: KeyPath, code: str, message: str, hint: str | None = None) -> None:
         self.diagnostics.append(self.doc.diagnostic(path, code, message, hint))
 
     def name(self, path: KeyPath, name: str, kind: Kind) -> Any:
@@ -224,7 +230,7 @@ class Compiler:
         """A factory argument: a name -> its object, a list -> a tuple, a form -> a function."""
         if isinstance(value, str):
             try:
-                return self.resolver.lookup(value)
+                return self.resolver.factory_argument(value)
             except NameProblem as problem:
                 self.problem(path, problem.code, problem.message, problem.hint)
                 return _MISSING
@@ -233,6 +239,14 @@ class Compiler:
         if isinstance(value, list):
             items = tuple(self.factory_arg((*path, i), v, arity) for i, v in enumerate(value))
             return _MISSING if any(i is _MISSING for i in items) else items
+        if isinstance(value, FunctionForm) and value.call is not None:
+            self.problem(
+                (*path, "call"),
+                codes.FACTORY_REFUSED,
+                "a {call: ...} inside the arguments of another {call: ...} is not called",
+                "name the function itself, or use {sequential: X} / {reverse2: ...}",
+            )
+            return _MISSING
         if isinstance(value, FunctionForm):
             built = self.function(path, value, arity)
             return _MISSING if built is None else built
@@ -251,7 +265,27 @@ class Compiler:
             if obj is not None and not _has_none(obj):
                 getattr(config, spec.setter)(obj)
         set_pt2e_keys(config, model.aten, model.quantize)
+        self.prove_fuser(path, config, named=isinstance(model.fuser_method, str))
         return config
+
+    def prove_fuser(self, path: KeyPath, config: Any, named: bool) -> None:
+        """Whatever form named it, the fuser must build the declared fused module from float
+        modules of its (forward) pattern: an error at the fuser when it does not. A named
+        fuser that cannot take one module per op is BS511's one finding, not this one's."""
+        if config.fuser_method is None or config.pattern is None:
+            return
+        ops = config.pattern if isinstance(config.pattern, tuple) else (config.pattern,)
+        if named and not _takes(config.fuser_method, 1 + len(ops)):
+            return
+        problem = fuser_problem(config.fuser_method, ops, config.fused_module)
+        if problem:
+            self.problem(
+                (*path, "fuser_method"),
+                codes.FUSER_BUILDS_WRONG_MODULE,
+                problem,
+                "use a fuser that builds the fused_module of this entry, such as "
+                "{sequential: FusedModuleClass} with the class fused_module names",
+            )
 
     def field_value(self, path: KeyPath, kind: FieldKind, value: Any, arity: int) -> Any:
         """The torch value of one spec field (None, with diagnostics, when unusable)."""
@@ -301,6 +335,17 @@ class Compiler:
                 continue
             keys.append((path, pattern_key(_torch.BackendPatternConfig(pattern))))
         return keys
+
+
+def _takes(fn: Any, count: int) -> bool:
+    """Whether ``fn`` can be called with ``count`` positional arguments (True if unknown)."""
+    try:
+        inspect.signature(fn).bind(*([None] * count))
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read
+        return True
+    return True
 
 
 def _has_none(pattern: Any) -> bool:

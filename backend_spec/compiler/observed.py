@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from backend_spec._torch import DTypeWithConstraints
-from backend_spec.specfile.models import OBSERVER_FIELDS
+from backend_spec.specfile.fields import OBSERVER_FIELDS, PT2E_PATTERN_FIELDS
 
 #: Attribute names on a BackendPatternConfig for the pattern-level version 2 keys.
-_ATEN, _QUANTIZE = "bespec_aten", "bespec_quantize"
+_ATTRIBUTE = {key: f"bespec_{key}" for key in PT2E_PATTERN_FIELDS}
+_ATEN, _QUANTIZE = _ATTRIBUTE["aten"], _ATTRIBUTE["quantize"]
 
 
 @dataclass
@@ -51,6 +52,17 @@ def pattern_aten(config: Any) -> list[list[list[str]]]:
 
 def pattern_quantize(config: Any) -> str | None:
     return getattr(config, _QUANTIZE, None)
+
+
+def pattern_options(config: Any) -> dict[str, Any]:
+    """Every version 2 key of a pattern entry (:data:`PT2E_PATTERN_FIELDS`) as a spec writes
+    it, None when unset (an ``aten`` op with one overload is its bare name)."""
+    options = {key: getattr(config, attribute, None) for key, attribute in _ATTRIBUTE.items()}
+    if options["aten"]:
+        options["aten"] = [
+            [op[0] if len(op) == 1 else op for op in chain] for chain in options["aten"]
+        ]
+    return options
 
 
 def _alternatives(op: str | list[str]) -> list[str]:

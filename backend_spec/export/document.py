@@ -15,6 +15,7 @@ from typing import Any
 
 from backend_spec import codes
 from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig, ObservationType
+from backend_spec.codes import Code
 from backend_spec.compiler.observed import pattern_aten, pattern_quantize
 from backend_spec.diagnostics import Diagnostic, Severity, SpecError, format_key_path
 from backend_spec.export.dtypes import DTypeConfigTable, DTypeDoc
@@ -234,7 +235,6 @@ class _EntryBuilder:
                 "fails with \"TypeError: 'DTypeConfig' object is not iterable\" on any model "
                 "with this pattern. Exported as a one-item list",
                 "pass [dtype_config] to set_dtype_configs",
-                Severity.WARNING,
             )
             return [value]
         if isinstance(value, (list, tuple)) and all(isinstance(v, DTypeConfig) for v in value):
@@ -277,29 +277,17 @@ class _EntryBuilder:
     def _report(
         self,
         key: str,
-        code: str,
+        code: Code,
         problem: str,
-        hint: str = "",
-        severity: Severity = Severity.ERROR,
+        hint: str | None = None,
     ) -> None:
+        """A problem of this entry's field ``key``, as severe as its code says (an error
+        says the field cannot be exported; a warning that it was, as shown)."""
         path = ("patterns", self.index, key)
         where = f"{format_key_path(path)} of pattern {_safe_label(self.config)}"
-        self.diagnostics.append(
-            Diagnostic(
-                file=self.source,
-                line=0,
-                column=0,
-                code=code,
-                message=(
-                    f"cannot export {where}: {problem}"
-                    if severity is Severity.ERROR
-                    else f"{where}: {problem}"
-                ),
-                hint=hint,
-                severity=severity,
-                key_path=path,
-            )
-        )
+        error = code.severity is Severity.ERROR
+        message = f"cannot export {where}: {problem}" if error else f"{where}: {problem}"
+        self.diagnostics.append(Diagnostic(self.source, 0, 0, code, message, hint, key_path=path))
 
 
 def _is_default(kind: FieldKind, value: Any) -> bool:

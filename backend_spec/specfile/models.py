@@ -34,30 +34,11 @@ from typing_extensions import TypeAliasType
 
 from backend_spec import codes
 from backend_spec.names.dtypes import dtype_range
-from backend_spec.specfile.fields import PATTERN_FIELDS, FieldKind, PatternField
-
-#: ``DTypeWithConstraints`` fields other than ``dtype``, in the order a spec lists them.
-CONSTRAINT_FIELDS: tuple[str, ...] = (
-    "quant_min_lower_bound",
-    "quant_max_upper_bound",
-    "scale_min_lower_bound",
-    "scale_max_upper_bound",
-    "scale_exact_match",
-    "zero_point_exact_match",
+from backend_spec.specfile.fields import (
+    PATTERN_FIELDS,
+    FieldKind,
+    PatternField,
 )
-
-#: Version 2 observer keys of a dtype mapping (defaults: what version 1 builds), in spec order.
-OBSERVER_FIELDS: tuple[str, ...] = (
-    "observer",
-    "qscheme",
-    "granularity",
-    "ch_axis",
-    "reduce_range",
-    "fake_quant",
-)
-
-#: Version 2 keys of a pattern entry (pt2e).
-PT2E_PATTERN_FIELDS: tuple[str, ...] = ("aten", "quantize")
 
 _V2 = {"x-since": 2}
 
@@ -712,10 +693,10 @@ def _not_null(field: str) -> dict[str, Any]:
 
 
 def _refine(schema: dict[str, Any]) -> None:
-    from backend_spec.names.dtypes import dtype_names
+    from backend_spec.specfile.dtypes import SPEC_DTYPE_RANGES, SPEC_DTYPES
 
     defs = schema["$defs"]
-    names = sorted(dtype_names())
+    names = sorted(SPEC_DTYPES)  # the format's list, not the installed torch's
     dtype_enum = {"enum": names, "description": "A torch.dtype attribute name."}
     constrained = defs["DTypeWithConstraintsModel"]
     fields = constrained["properties"]
@@ -733,9 +714,7 @@ def _refine(schema: dict[str, Any]) -> None:
                 }
             },
         }
-        for name in names
-        for low, high in [dtype_range(name) or (None, None)]
-        if low is not None
+        for name, (low, high) in sorted(SPEC_DTYPE_RANGES.items())
     ]
     configs = defs["DTypeConfigModel"]["properties"]
     for key in ("input_dtype", "output_dtype", "weight_dtype", "bias_dtype"):

@@ -74,13 +74,70 @@ def validate(doc: SourceDoc) -> tuple[SpecModel | None, list[Diagnostic]]:
     ]
     data = {k: v for k, v in data.items() if isinstance(k, str)}
     try:
-        spec, found, unlisted = _recover(doc, data)
+        known, dropped = _without_unknown_keys(data, ())
+        problems += [_unknown_key(doc, data, path) for path in dropped[: MAX_DIAGNOSTICS + 1]]
+        spec, found, unlisted = _recover(doc, known)
+        unlisted += max(0, len(dropped) - MAX_DIAGNOSTICS - 1)
     except RecursionError:
         return None, [*problems, doc.diagnostic((), codes.TOO_DEEP, "nesting too deep")]
     if spec is not None:
         found += _version_problems(doc, spec)
     found = _dedupe([*problems, *found])
-    return spec, capped(found, len(found) + unlisted)
+    return spec, capped(found, unlisted)
+
+
+#: Keys of an entry whose mapping values have a model of their own (model_at knows which).
+_MODEL_KEYS = frozenset(
+    (
+        *_DTYPE_KEYS,
+        "fuser_method",
+        "root_node_getter",
+        "extra_inputs_getter",
+        "reverse2",
+        "reverse3",
+    )
+)
+
+
+def _without_unknown_keys(value: dict[str, Any], path: KeyPath) -> tuple[dict[str, Any], list]:
+    """A copy of ``value`` (the mapping at ``path``) without the keys its model does not
+    know, down through its entries and their dtype and fuser mappings, and their paths.
+
+    Found here, before pydantic runs: pydantic builds one error per unknown key, and a flood
+    of them (a quarter of a million in an 8 MB file) costs hundreds of megabytes before any
+    cap applies. This costs a set lookup per key."""
+    allowed = model_at(path).model_fields
+    dropped: list[KeyPath] = []
+    kept: dict[str, Any] = {}
+    for key, child in value.items():
+        if isinstance(key, str) and key not in allowed:
+            dropped.append((*path, key))
+            continue
+        if key in _MODEL_KEYS and isinstance(child, dict):
+            child, more = _without_unknown_keys(child, (*path, key))
+            dropped += more
+        elif key in ("patterns", "dtype_configs") and isinstance(child, (list, dict)):
+            child = _entries_without_unknown_keys(child, (*path, key), dropped)
+        kept[key] = child
+    return kept, dropped
+
+
+def _entries_without_unknown_keys(entries: list | dict, path: KeyPath, dropped: list) -> Any:
+    """A copy of a list or mapping of entries (patterns, dtype configs), each without its
+    unknown keys (their paths added to ``dropped``)."""
+    items = enumerate(entries) if isinstance(entries, list) else entries.items()
+    kept = {}
+    for key, entry in items:
+        if isinstance(entry, dict):
+            entry, more = _without_unknown_keys(entry, (*path, key))
+            dropped += more
+        kept[key] = entry
+    return list(kept.values()) if isinstance(entries, list) else kept
+
+
+def _unknown_key(doc: SourceDoc, data: Any, path: KeyPath) -> Diagnostic:
+    """The diagnostic pydantic's ``extra_forbidden`` error at ``path`` would give."""
+    return _diagnostic(doc, data, {"type": "extra_forbidden", "loc": path, "msg": ""})
 
 
 def _version_problems(doc: SourceDoc, spec: SpecModel) -> list[Diagnostic]:
@@ -92,7 +149,6 @@ def _version_problems(doc: SourceDoc, spec: SpecModel) -> list[Diagnostic]:
             path,
             codes.VERSION_2_KEY,
             f"{format_key_path(path)} needs format version 2; this file is spec_version 1",
-            "set spec_version: 2",
         )
         for path in version_2_uses(spec)
     ]
@@ -332,7 +388,6 @@ def _diagnostic(doc: SourceDoc, data: Any, err: Any) -> Diagnostic:
             path[:-1],
             codes.MISSING_KEY,
             f"missing required key '{path[-1]}'",
-            "add it",
             at_key=True,
         )
     if kind.startswith("BS"):
@@ -350,7 +405,6 @@ def _diagnostic(doc: SourceDoc, data: Any, err: Any) -> Diagnostic:
             path,
             codes.PATTERN_LENGTH,
             f"{where} has {_items(ctx.get('actual_length'))}; a pattern list has 2 or 3 ops",
-            "write a single op as a plain name; longer chains need pattern_complex_format",
         )
     if on_key:
         shown = _show(path[-1])
@@ -446,7 +500,7 @@ def _type_hint(path: KeyPath, value: Any) -> str:
     return ""
 
 
-def _custom_hint(code: str, ctx: dict[str, Any]) -> str:
+def _custom_hint(code: str, ctx: dict[str, Any]) -> str | None:
     if code == codes.UNKNOWN_DTYPE:
         from backend_spec.names.dtypes import dtype_names
 
@@ -455,13 +509,9 @@ def _custom_hint(code: str, ctx: dict[str, Any]) -> str:
         if bare != value and bare in dtype_names():
             return f"write '{bare}': dtypes are named without 'torch.'"
         match = close_matches(value, sorted(dtype_names()), n=2)
-        return ("did you mean " + " or ".join(f"'{m}'" for m in match) + "?") if match else ""
+        return ("did you mean " + " or ".join(f"'{m}'" for m in match) + "?") if match else None
     choices = ctx.get("choices")
     if choices:  # a closed vocabulary: observation types, input types
         match = close_matches(str(ctx.get("value")).lower(), choices, n=1)
         return f"did you mean '{match[0]}'?" if match else "one of " + ", ".join(choices)
-    if code == codes.ONE_PATTERN_FORM:
-        return "keep 'pattern' (forward order) unless you need the legacy nested format"
-    if code == codes.OUT_OF_RANGE:
-        return "keep bounds inside the dtype's representable range"
-    return ""
+    return None  # the code's own hint
