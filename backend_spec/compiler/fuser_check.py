@@ -4,10 +4,11 @@ A name, ``{sequential: X}``, ``{reverse2: ...}`` or ``{call: f, args: [...]}`` a
 function that ``prepare_fx`` will call with the matched float modules. The static checks (the
 resolver's trust predicate) say *who* may be called; this module says *what the call builds*:
 the fuser is called on float modules of its own pattern (made by the same recipes as the
-check's synthesized models, on the ``meta`` device so nothing is allocated or initialised) and
-must return the declared ``fused_module``, or, with none declared, a module that is not
-``nn.Identity``. Only fusers that already passed the trust predicate get here, so no code
-outside torch's fuser modules and the caller's allow-list runs.
+check's synthesized models: a few channels, on the CPU; the ``meta`` device would allocate
+nothing, but its first BatchNorm or ReLU forward imports torch._dynamo, a second of every
+``compile`` and ``lint``) and must return the declared ``fused_module``, or, with none
+declared, a module that is not ``nn.Identity``. Only fusers that already passed the trust
+predicate get here, so no code outside torch's fuser modules and the caller's allow-list runs.
 
 Results are cached per (fuser, pattern, fused module): the same torch wrapper around the same
 class, or the same factory closure over the same values, is proved once per process.
@@ -93,7 +94,7 @@ def _prove(fuser: Callable[..., Any], ops: tuple[Any, ...], fused_module: Any) -
         tries += [(counterparts, False), (counterparts, True)]
     for parts, is_qat in tries:
         try:
-            with quiet(), torch.device("meta"), torch.no_grad():
+            with quiet(), torch.no_grad():
                 modules = _float_modules(parts, training=is_qat)
                 result = fuser(is_qat, *modules)
         except SkipPattern:
@@ -138,6 +139,22 @@ def _acceptable(result: Any, fused_module: Any) -> bool:
     return isinstance(result, nn.Module) and type(result) is not nn.Identity
 
 
+#: Module families whose recipe (``keep_width``: 3-wide kernels, padding 1) keeps the input's
+#: shape, so the next module is sized without running one: a first convolution or BatchNorm
+#: forward costs tens of milliseconds (oneDNN sets its kernels up).
+_SAME_SHAPE = (
+    nn.modules.conv._ConvNd,
+    nn.Linear,
+    nn.modules.batchnorm._BatchNorm,
+    nn.ReLU,
+    nn.ReLU6,
+    nn.LeakyReLU,
+    nn.Hardtanh,
+    nn.Tanh,
+    nn.Sigmoid,
+)
+
+
 def _float_modules(ops: tuple[Any, ...], training: bool) -> list[Any]:
     """What ``prepare_fx`` hands a fuser for these ops: float modules (sized along the chain,
     in the mode asked), ``nn.ReLU()`` for ``F.relu``, and other functions and method names as
@@ -151,11 +168,12 @@ def _float_modules(ops: tuple[Any, ...], training: bool) -> list[Any]:
     shape = LAYOUTS[layout]
     sample = torch.randint(0, VOCAB, shape) if layout == "tokens" else torch.zeros(shape)
     modules: list[Any] = []
-    for op in ops:
+    for index, op in enumerate(ops):
         if isinstance(op, type) and issubclass(op, nn.Module):
             module = float_module(op, sample, keep_width=True).eval()
-            out = module(sample)
-            sample = out[0] if isinstance(out, tuple) else out
+            if index < len(ops) - 1 and not issubclass(op, _SAME_SHAPE):  # the next input
+                out = module(sample)
+                sample = out[0] if isinstance(out, tuple) else out
             modules.append(module.train(training))
         elif isinstance(op, type):
             raise SkipPattern(f"{op.__name__} is not a module class")
