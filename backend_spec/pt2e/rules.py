@@ -212,9 +212,9 @@ class _Compiler:
         module somewhere in the config. Functional ops take their weight observer as is."""
         if not isinstance(op, type):
             return True
-        from backend_spec.check.synthesize import _FUSED_PARTS
+        from backend_spec.names.fused import FUSED_PARTS
 
-        return _FUSED_PARTS.get(op, (op,))[0] in self.reference_roots
+        return FUSED_PARTS.get(op, (op,))[0] in self.reference_roots
 
     def float_rule(self, reason: str) -> dict[str, Any]:
         """A rule that claims its nodes (as FX's matcher does) but leaves them in float."""

@@ -648,26 +648,34 @@ def version_2_uses(node: Any, path: tuple[str | int, ...] = ()) -> list[tuple[st
     """Where a validated spec (or part of it) uses something of format version 2.
 
     Generic over the models: a field declared with ``json_schema_extra={"x-since": 2}`` that
-    is set, anywhere in the tree, plus the values a model's ``since()`` reports.
+    is set, anywhere in the tree, plus the values a model's ``since()`` reports. Scalars hold
+    nothing further, so the walk does not descend into them (most of a spec's values).
     """
     found: list[tuple[str | int, ...]] = []
     if isinstance(node, BaseModel):
         for name, info in type(node).model_fields.items():
             value = getattr(node, name)
-            if value is not None and _since(info) >= 2 and name in node.model_fields_set:
-                found.append((*path, name))
+            if value is None:
                 continue
-            found += version_2_uses(value, (*path, name))
+            if _since(info) >= 2 and name in node.model_fields_set:
+                found.append((*path, name))
+            elif not isinstance(value, _SCALARS):
+                found += version_2_uses(value, (*path, name))
         since = getattr(node, "since", None)
         if callable(since):
             found += [(*path, *where) for where, version in since() if version >= 2]
     elif isinstance(node, dict):
         for key, value in node.items():
-            found += version_2_uses(value, (*path, key))
+            if not isinstance(value, _SCALARS):
+                found += version_2_uses(value, (*path, key))
     elif isinstance(node, (list, tuple)):
         for i, value in enumerate(node):
-            found += version_2_uses(value, (*path, i))
+            if not isinstance(value, _SCALARS):
+                found += version_2_uses(value, (*path, i))
     return found
+
+
+_SCALARS = (str, int, float)
 
 
 def version_2_keys() -> frozenset[str]:
