@@ -318,9 +318,9 @@ def _scalars_to_tensors(model: torch.fx.GraphModule, targets: set[str]) -> None:
             ).startswith("Tensor")
             if not tensor_typed or isinstance(arg, bool) or not isinstance(arg, (int, float)):
                 continue
-            while hasattr(model, f"_bespec_scalar_{count}"):
+            while hasattr(model, f"_tensor_constant_{count}"):
                 count += 1
-            name = f"_bespec_scalar_{count}"
+            name = f"_tensor_constant_{count}"  # the name XNNPACKQuantizer gives it
             value = torch.tensor(float(arg))
             model.register_buffer(name, value)
             with model.graph.inserting_before(node):
