@@ -127,7 +127,10 @@ class Functional(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.w1, self.w2 = nn.Parameter(torch.randn(8, 3, 3, 3)), nn.Parameter(torch.randn(8, 8, 1, 1))
+        self.w1, self.w2 = (
+            nn.Parameter(torch.randn(8, 3, 3, 3)),
+            nn.Parameter(torch.randn(8, 8, 1, 1)),
+        )
         self.w3 = nn.Parameter(torch.randn(4, 8))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -139,12 +142,14 @@ class Functional(nn.Module):
 class Policies(nn.Module):
     """L1-L3 and the multiplication cases: a conv read by a float op and a quantized one, a
     conv + add whose other input is a graph input, mul of equal shapes, with a broadcast and with
-    a scalar, a linear + add, and max-pool / cat / flatten after float and quantized inputs."""
+    a scalar, a linear + add, max-pool / cat / flatten after float and quantized inputs, and
+    flatten read by a linear, by a float op and by the output. (Modules are not reused: both
+    hand-written quantizers treat a module called twice specially.)"""
 
     def __init__(self) -> None:
         super().__init__()
         self.conv1, self.conv2 = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 8, 1)
-        self.conv3, self.pool = nn.Conv2d(8, 8, 1), nn.MaxPool2d(2)
+        self.conv3, self.conv4, self.pool = nn.Conv2d(8, 8, 1), nn.Conv2d(8, 8, 1), nn.MaxPool2d(2)
         self.fc1, self.fc2 = nn.Linear(64, 16), nn.Linear(16, 4)
 
     def forward(self, x: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
@@ -156,7 +161,8 @@ class Policies(nn.Module):
         f = torch.cat([self.pool(a), e], 1).mean(1)
         g = torch.flatten(self.pool(torch.sigmoid(f)), 1)
         h = self.fc1(torch.flatten(f, 1)) + g
-        return self.fc2(F.relu(h))
+        tail = torch.flatten(self.pool(self.conv4(d)), 1)
+        return self.fc2(F.relu(h)), torch.sigmoid(tail), torch.flatten(self.pool(c), 1)
 
 
 def _policies() -> tuple[nn.Module, tuple]:

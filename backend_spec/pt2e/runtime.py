@@ -154,6 +154,13 @@ class TableQuantizer(Quantizer):
             for target in rule.chain[0]
         }
         self._order: dict[torch.fx.Node, int] = {}
+        #: First ops of the rules that quantize (what ``consumers: quantizing`` looks for).
+        self.quantizing_targets = {
+            target
+            for rule in self.rules
+            if rule.input is not None and not rule.reason
+            for target in rule.chain[0]
+        }
 
     # --- torchao Quantizer API --------------------------------------------------------------
 
@@ -433,6 +440,14 @@ class _Annotator:
             return bool(inputs) and all(arg in self.quantized for arg in inputs)
         return True
 
+    def consumed(self, policy: Policy, last: torch.fx.Node) -> bool:
+        """The rule's ``consumers`` policy: ``quantizing`` needs a user that some rule
+        quantizes (by its first op)."""
+        if policy.consumers == "any":
+            return True
+        targets = self.quantizer.quantizing_targets
+        return any(str(user.target) in targets for user in last.users)
+
     def annotate(self, match: Match) -> None:
         rule = match.rule
         if rule.reason or rule.input is None:
@@ -442,7 +457,7 @@ class _Annotator:
             return
         first, last = match.nodes[0], match.nodes[-1]
         inputs = self.activation_inputs(first)
-        if not self.wanted(rule.policy, inputs):
+        if not self.wanted(rule.policy, inputs) or not self.consumed(rule.policy, last):
             return
         in_dtype = self.quantizer.dtype(rule.input)
         if observation == "share" and not (inputs and _shares_in_graph(inputs[0], in_dtype)):

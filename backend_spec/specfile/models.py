@@ -582,6 +582,12 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
         "or become constant tensors that are quantized like any input (XNNPACK's x * 2.0).",
         json_schema_extra=_V3,
     )
+    consumers: Literal["any", "quantizing"] | None = Field(
+        None,
+        description="pt2e (version 3): quantize whatever reads the output (default), or only "
+        "when a consumer is itself quantized by some entry (X86's flatten before a linear).",
+        json_schema_extra=_V3,
+    )
 
     @model_validator(mode="after")
     def _one_pattern(self) -> PatternModel:
