@@ -192,3 +192,19 @@ def test_version_3_keys_need_version_3(tmp_path: Path, version: int, key: str, n
     text = str(caught.value)
     assert "BS206" in text and f"needs format version {needed}" in text
     assert f"set spec_version: {needed}" in text
+
+
+def test_check_flow_both_names_the_placement_class() -> None:
+    """FX does not read the policy keys: the FX/pt2e difference of the X86 port is the
+    documented class, not a translation bug."""
+    from backend_spec.pt2e import flows, nets
+
+    path = ROOT / "specs" / "x86_inductor.yaml"
+    result = flows.compare(
+        "tutorial_net",
+        backend_spec.load(path),
+        lambda: backend_spec.quantizer(path),
+        nets.tutorial_net,
+    )
+    assert not result.identical
+    assert "pt2e_placement" in result.classes

@@ -15,21 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from backend_spec._torch import DTypeWithConstraints
-from backend_spec.specfile.models import OBSERVER_FIELDS
+from backend_spec.specfile.models import OBSERVER_FIELDS, PT2E_PATTERN_FIELDS
 
 #: Attribute names on a BackendPatternConfig for the pattern-level pt2e keys.
 _ATEN, _POLICY = "bespec_aten", "bespec_policy"
 
 #: The pattern keys that set a pt2e rule's policy (backend_spec.pt2e.table.Policy's fields).
-POLICY_KEYS = (
-    "quantize",
-    "output",
-    "extra_inputs",
-    "chain_input",
-    "input_shapes",
-    "scalars",
-    "consumers",
-)
+POLICY_KEYS = PT2E_PATTERN_FIELDS[1:]
 
 
 @dataclass

@@ -5,14 +5,16 @@ pt2e`` copies its source verbatim into a standalone module next to the table, so
 user ships needs nothing else. That is also why it imports torch directly instead of through
 ``backend_spec._torch``.
 
-The table (built by :mod:`backend_spec.pt2e.rules`) is a dict::
+The table (built by :mod:`backend_spec.pt2e.rules`, typed by :mod:`backend_spec.pt2e.table`)
+is plain data::
 
-    {"format": 1,
+    {"format": 2,
      "specs": {NAME: {"kind": "observed"|"fixed", "dtype": "uint8", ...}},
      "rules": [{"label": str, "chain": [[aten target, ...], ...], "where": [...],
                 "groups": [int, ...], "observation": "different"|"share"|"none",
                 "by_num_args": {str(n): observation}, "input": NAME|None,
-                "output": NAME|None, "weight": NAME|None, "quantize": "always"|...}]}
+                "output": NAME|None, "weight": NAME|None, "reason": str,
+                "policy": {"quantize": ..., "output": ..., ...}}]}
 
 Rules are already sorted longest chain first, then in spec order. Matching mirrors FX's
 ``_find_matches``: nodes are visited in reverse, a chain is matched backwards from its last op,
@@ -20,7 +22,9 @@ each earlier op must be ``args[0]`` of the next one and have exactly one user, a
 claimed by the first rule that matches it. Annotation then mirrors FX's observer insertion
 (``prepare_fx``): input edges of the first node, the output of the last one, reuse of an
 already observed producer (a ``SharedQuantizationSpec``), and input/output sharing for ops
-such as ``cat`` and ``max_pool2d``.
+such as ``cat`` and ``max_pool2d``. A rule's :class:`Policy` (spec_version 3) changes that
+where a hand-written pt2e Quantizer places observers otherwise: outputs left float, the other
+input of conv + add, quantizing only after quantized producers or before quantized consumers.
 """
 
 from __future__ import annotations

@@ -56,8 +56,18 @@ OBSERVER_FIELDS: tuple[str, ...] = (
     "fake_quant",
 )
 
-#: Version 2 keys of a pattern entry (pt2e).
-PT2E_PATTERN_FIELDS: tuple[str, ...] = ("aten", "quantize")
+#: The pt2e keys of a pattern entry (no torch field): ``aten`` and ``quantize`` (version 2),
+#: then the version 3 policy keys.
+PT2E_PATTERN_FIELDS: tuple[str, ...] = (
+    "aten",
+    "quantize",
+    "output",
+    "extra_inputs",
+    "chain_input",
+    "input_shapes",
+    "scalars",
+    "consumers",
+)
 
 _V2 = {"x-since": 2}
 _V3 = {"x-since": 3}
