@@ -111,6 +111,15 @@ def _safe_label(config: Any) -> str:
 
 def _name(obj: Any, namer: Callable[[Any], str | None] = object_name) -> str:
     name = namer(obj)
+    if name is None and isinstance(obj, (int, float)) and not isinstance(obj, bool):
+        # torch's pt2e configs put an argument literal in a complex pattern:
+        # (operator.getitem, aten.max_pool2d_with_indices.default, 0).
+        raise Unwritable(
+            obj,
+            f"the literal {obj!r} in a pattern cannot be written: pattern items are op names",
+            hint="list the ATen chain under 'aten' instead (version 2), e.g. "
+            "aten: [[aten.max_pool2d_with_indices.default]]",
+        )
     if name is None:
         raise Unwritable(obj, f"{qualified_name(obj)} has no importable name")
     return name
