@@ -343,7 +343,7 @@ def _diagnostic(doc: SourceDoc, data: Any, err: Any) -> Diagnostic:
             path,
             codes.SPEC_VERSION,
             f"unsupported spec_version {value!r}",
-            "this bespec reads versions 1 and 2",
+            "this bespec reads versions 1, 2 and 3",
         )
     if kind in ("too_short", "too_long"):
         return doc.diagnostic(
