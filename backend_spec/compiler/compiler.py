@@ -150,6 +150,9 @@ class Compiler:
         """A pattern op, or a (nested) tuple of them, from names or (nested) lists of names."""
         if isinstance(value, str):
             return self.name(path, value, kind)
+        argument = isinstance(path[-1], int) and path[-1] > 0  # not the op, not the whole
+        if kind is Kind.COMPLEX_OP and _is_literal(value) and argument:
+            return value  # an argument literal (version 3): (operator.getitem, op, 0)
         if isinstance(value, list) and value:
             return tuple(self.ops((*path, i), item, kind) for i, item in enumerate(value))
         self.problem(
@@ -322,3 +325,8 @@ def _arity(model: PatternModel) -> int:
 
 def _observation_type(name: str) -> Any:
     return _torch.ObservationType[name.upper()]
+
+
+def _is_literal(value: Any) -> bool:
+    """An integer argument literal of a complex-format pattern (not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -86,7 +86,7 @@ def required_version(doc: SpecDocument) -> int:
     """The oldest format version that can say the document: the highest ``x-since`` of the
     keys it uses (the loader's own markers), 2 for a nested forward pattern item, 3 for the
     version 3 ``quantize`` value; else 1."""
-    from backend_spec.specfile.models import keys_since, nested_forward_items
+    from backend_spec.specfile.models import keys_since, literal_items, nested_forward_items
 
     since = keys_since()
 
@@ -94,6 +94,8 @@ def required_version(doc: SpecDocument) -> int:
         if isinstance(node, dict):
             versions = [max(since.get(k, 1), used(v)) for k, v in node.items()]
             if node.get("quantize") == "if_all_inputs_quantized":
+                versions.append(3)
+            if literal_items(node.get("pattern_complex_format")):
                 versions.append(3)
             return max(versions, default=1)
         return max((used(v) for v in node), default=1) if isinstance(node, list) else 1
@@ -111,15 +113,6 @@ def _safe_label(config: Any) -> str:
 
 def _name(obj: Any, namer: Callable[[Any], str | None] = object_name) -> str:
     name = namer(obj)
-    if name is None and isinstance(obj, (int, float)) and not isinstance(obj, bool):
-        # torch's pt2e configs put an argument literal in a complex pattern:
-        # (operator.getitem, aten.max_pool2d_with_indices.default, 0).
-        raise Unwritable(
-            obj,
-            f"the literal {obj!r} in a pattern cannot be written: pattern items are op names",
-            hint="list the ATen chain under 'aten' instead (version 2), e.g. "
-            "aten: [[aten.max_pool2d_with_indices.default]]",
-        )
     if name is None:
         raise Unwritable(obj, f"{qualified_name(obj)} has no importable name")
     return name
@@ -180,6 +173,8 @@ def _nested_names(pattern: Any) -> Any:
     """Names of a pattern in torch's nested tuple format, as nested lists."""
     if isinstance(pattern, tuple):
         return [_nested_names(p) for p in pattern]
+    if isinstance(pattern, int) and not isinstance(pattern, bool):
+        return pattern  # an argument literal (version 3)
     return _name(pattern, op_name)
 
 

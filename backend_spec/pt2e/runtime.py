@@ -320,7 +320,8 @@ def _scalars_to_tensors(model: torch.fx.GraphModule, targets: set[str]) -> None:
         if node.op != "call_function" or str(node.target) not in targets:
             continue
         schema = getattr(node.target, "_schema", None)
-        if schema is None or "val" not in node.meta:
+        fake_mode = getattr(node.meta.get("val"), "fake_mode", None)
+        if schema is None or fake_mode is None:
             continue
         args = list(node.args)
         for index, arg in enumerate(args):
@@ -336,7 +337,7 @@ def _scalars_to_tensors(model: torch.fx.GraphModule, targets: set[str]) -> None:
             model.register_buffer(name, value)
             with model.graph.inserting_before(node):
                 constant = model.graph.create_node("get_attr", name, (), {})
-            constant.meta["val"] = node.meta["val"].fake_mode.from_tensor(value, static_shapes=True)
+            constant.meta["val"] = fake_mode.from_tensor(value, static_shapes=True)
             args[index] = constant
         node.args = tuple(args)
     model.recompile()

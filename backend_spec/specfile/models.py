@@ -544,6 +544,10 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
         found = [(("pattern", i), 2) for i in nested_forward_items(self.pattern)]
         if self.quantize == "if_all_inputs_quantized":
             found.append((("quantize",), 3))
+        found += [
+            (("pattern_complex_format", *where), 3)
+            for where in literal_items(self.pattern_complex_format)
+        ]
         return found
 
     aten: list[Annotated[list[AtenOps], Field(min_length=1, max_length=8)]] | None = Field(
@@ -611,6 +615,16 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
                 {},
             )
         return self
+
+
+def literal_items(pattern: Any, path: tuple[int, ...] = ()) -> list[tuple[int, ...]]:
+    """Where a complex-format pattern holds an integer literal argument (version 3):
+    ``[operator.getitem, aten.max_pool2d_with_indices.default, 0]``."""
+    if isinstance(pattern, list):
+        return [
+            where for i, item in enumerate(pattern) for where in literal_items(item, (*path, i))
+        ]
+    return [path] if isinstance(pattern, int) and not isinstance(pattern, bool) else []
 
 
 def nested_forward_items(pattern: Any) -> list[int]:
@@ -754,7 +768,18 @@ def json_schema() -> dict[str, Any]:
     schema.setdefault("$defs", {})["ComplexPattern"] = {
         "anyOf": [
             {"type": "string"},
-            {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/ComplexPattern"}},
+            {
+                "type": "array",
+                "minItems": 1,
+                "prefixItems": [{"$ref": "#/$defs/ComplexPattern"}],  # the op: never a literal
+                "items": {"$ref": "#/$defs/ComplexItem"},
+            },
+        ]
+    }
+    schema["$defs"]["ComplexItem"] = {
+        "anyOf": [
+            {"$ref": "#/$defs/ComplexPattern"},
+            {"type": "integer", "description": "An argument literal (version 3)."},
         ]
     }
     schema["additionalProperties"] = False
