@@ -5,7 +5,9 @@
   torch.export, as on a first run under a torch without a table) against cached;
 * annotate + ``prepare_pt2e`` with that quantizer on a ResNet-18-shaped model against
   ``prepare_fx`` with ``backend_spec.qconfig_mapping`` on the same model. Budget (issue 13):
-  prepare_pt2e is no slower than prepare_fx (ratio <= 1).
+  prepare_pt2e is no slower than prepare_fx (ratio <= 1);
+* ``prepare_pt2e`` with the port ``specs/x86_inductor.yaml`` against the hand-written
+  ``X86InductorQuantizer`` it reproduces, on the residual parity net (printed, not budgeted).
 
 Run: ``.venv/bin/python benchmarks/bench_pt2e.py [--no-cold] [--quick] [--strict]``
 (``make bench``; ``--quick``: the tutorial spec and model, no cold build). See ``_bench.py``.
@@ -31,6 +33,7 @@ from _bench import QUICK, args, best, exit_code, ratio  # noqa: E402
 import backend_spec  # noqa: E402
 from backend_spec._torch import quiet  # noqa: E402
 from backend_spec.pt2e import aten, nets, rules  # noqa: E402
+from backend_spec.pt2e.parity_nets import PARITY_NETS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "specs" / ("tutorial.yaml" if QUICK else "x86.yaml")
@@ -99,9 +102,42 @@ def prepare_times() -> None:
     ratio("prepare_pt2e (annotate included)", t_pt2e / t_fx, "prepare_fx", budget=1.0)
 
 
+def port_ratio() -> None:
+    from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
+    from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
+        X86InductorQuantizer,
+        get_default_x86_inductor_quantization_config,
+    )
+
+    # The residual parity net: X86InductorQuantizer refuses the ResNet net (a ReLU module
+    # called twice per block).
+    model, inputs = PARITY_NETS["residual"]()
+    with quiet():
+        graphs = [torch.export.export(copy.deepcopy(model), inputs).module() for _ in range(6)]
+    port = ROOT / "specs" / "x86_inductor.yaml"
+
+    def spec() -> None:
+        with quiet():
+            prepare_pt2e(graphs.pop(), backend_spec.quantizer(port))
+
+    def hand_written() -> None:
+        config = get_default_x86_inductor_quantization_config()
+        with quiet():
+            prepare_pt2e(graphs.pop(), X86InductorQuantizer().set_global(config))
+
+    t_spec, t_hand = best(spec, 3), best(hand_written, 3)
+    ratio(
+        "prepare_pt2e with specs/x86_inductor.yaml (quantizer build included)",
+        t_spec / t_hand,
+        "X86InductorQuantizer",
+    )
+
+
 def main() -> int:
     build_times(cold="--no-cold" not in args() and not QUICK)
     prepare_times()
+    if not QUICK:
+        port_ratio()
     return exit_code()
 
 

@@ -570,8 +570,8 @@ def _placeholder(dtype: torch.dtype):
 def pattern_ops(config: BackendPatternConfig) -> list[Any]:
     """The ops of a pattern in forward order (module classes, functions or method names).
 
-    The legacy complex format is reversed and nested; its ``MatchAllNode`` placeholders are not
-    ops and are left out.
+    The legacy complex format is reversed and nested; its ``MatchAllNode`` placeholders and
+    integer argument literals are not ops and are left out.
     """
     if config.pattern is not None:
         pattern = config.pattern
@@ -582,7 +582,7 @@ def pattern_ops(config: BackendPatternConfig) -> list[Any]:
         if isinstance(node, tuple):
             for child in node:
                 walk(child)
-        elif node is not MatchAllNode:
+        elif node is not MatchAllNode and not (isinstance(node, int) and type(node) is not bool):
             ops.append(node)
 
     walk(config._pattern_complex_format)

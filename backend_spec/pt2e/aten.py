@@ -39,6 +39,8 @@ _NNI = "torch.ao.nn.intrinsic"
 
 def describe_op(op: Any) -> dict[str, Any]:
     """``{"chain": [...], "where": [...]}`` for ``op``, or ``{"skip": reason}``."""
+    if type(op).__name__ == "OpOverload":  # an ATen overload is its own chain, however written
+        return {"chain": [[str(op)]], "where": [None]}
     name = op_name(op)
     if name is None:
         return _traced(op)

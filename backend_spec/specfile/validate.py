@@ -27,7 +27,7 @@ from backend_spec.specfile.models import (
     FunctionForm,
     PatternModel,
     SpecModel,
-    version_2_uses,
+    version_uses,
 )
 from backend_spec.specfile.source import KeyPath, SourceDoc
 
@@ -142,16 +142,17 @@ def _unknown_key(doc: SourceDoc, data: Any, path: KeyPath) -> Diagnostic:
 
 
 def _version_problems(doc: SourceDoc, spec: SpecModel) -> list[Diagnostic]:
-    """Version 2 keys and values in a file that says (or defaults to) spec_version 1."""
-    if spec.spec_version >= 2:
-        return []
+    """Keys and values of a newer format version than the file says (or defaults to)."""
     return [
         doc.diagnostic(
             path,
             codes.VERSION_2_KEY,
-            f"{format_key_path(path)} needs format version 2; this file is spec_version 1",
+            f"{format_key_path(path)} needs format version {version}; "
+            f"this file is spec_version {spec.spec_version}",
+            f"set spec_version: {version}",
         )
-        for path in version_2_uses(spec)
+        for path, version in version_uses(spec)
+        if version > spec.spec_version
     ]
 
 
@@ -399,7 +400,7 @@ def _diagnostic(doc: SourceDoc, data: Any, err: Any) -> Diagnostic:
             path,
             codes.SPEC_VERSION,
             f"unsupported spec_version {value!r}",
-            "this bespec reads versions 1 and 2",
+            "this bespec reads versions 1, 2 and 3",
         )
     if kind in ("too_short", "too_long") and not _is_pattern(path):
         bound = (
