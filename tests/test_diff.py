@@ -116,7 +116,7 @@ def test_misuse_and_bad_specs(tmp_path: Path) -> None:
 # -- version 2 keys: the whole form is compared -------------------------------------------------
 
 V2_BASE = """\
-spec_version: 2
+spec_version: 3
 name: npu
 dtype_configs:
   act:
@@ -133,7 +133,7 @@ patterns:
     dtype_configs: [weighted]
 """
 
-#: One case per version 2 key: where it goes (a dtype mapping of ``act``/``weighted``, or the
+#: One case per version 2 or 3 key: where it goes (a dtype mapping of ``act``/``weighted``, or the
 #: nn.ReLU entry), and two values that differ. Every key of the field table must have a case.
 V2_CASES = {
     "observer": ("input_dtype: {dtype: quint8", "histogram", "minmax"),
@@ -144,6 +144,12 @@ V2_CASES = {
     "fake_quant": ("input_dtype: {dtype: quint8", "learnable", "fake_quantize"),
     "quantize": ("    dtype_configs: [act]", "always", "if_input_quantized"),
     "aten": ("    dtype_configs: [act]", "[[aten.relu.default]]", "[[aten.relu_.default]]"),
+    "output": ("    dtype_configs: [act]", "never", "always"),
+    "extra_inputs": ("    dtype_configs: [act]", "quantized", "float"),
+    "chain_input": ("    dtype_configs: [act]", "any", "first"),
+    "input_shapes": ("    dtype_configs: [act]", "equal", "any"),
+    "scalars": ("    dtype_configs: [act]", "tensor", "keep"),
+    "consumers": ("    dtype_configs: [act]", "quantizing", "any"),
 }
 
 
