@@ -390,7 +390,9 @@ def run_fx_case(case: Case, kind: str) -> tuple[float | None, bool]:
     same :class:`Case` and return the same pair."""
     config, qat = case.config, case.mode == "qat"
     case.signature["dtype_config"] = _dtype_config_text(case.dtype_config)
-    qconfig = qat_qconfig(case.entry.qconfig) if qat else case.entry.qconfig
+    qconfig = (
+        qat_qconfig(case.entry.qconfig, case.entry.dtype_config) if qat else case.entry.qconfig
+    )
     synth = synthesize(
         config,
         qconfig=qconfig,

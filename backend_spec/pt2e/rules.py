@@ -20,6 +20,7 @@ from backend_spec._torch import BackendConfig, BackendPatternConfig, Observation
 from backend_spec.analysis import qconfigs
 from backend_spec.compiler.observed import pattern_aten, pattern_quantize
 from backend_spec.pt2e.aten import describe_op
+from backend_spec.pt2e.qat import qat_fused_type, spec_data
 
 with quiet():
     from torch.ao.quantization.observer import FixedQParamsObserver
@@ -78,18 +79,20 @@ class _Entry:
 
 
 def compile_table(
-    backend_config: BackendConfig, *, engine: str | None = None
+    backend_config: BackendConfig, *, engine: str | None = None, qat: bool = False
 ) -> tuple[dict[str, Any], Report]:
-    """The rule table of ``backend_config`` and the report of how it was built."""
-    compiler = _Compiler(backend_config, engine)
+    """The rule table of ``backend_config`` and the report of how it was built; with ``qat``,
+    for ``prepare_qat_pt2e`` (:mod:`.qat`)."""
+    compiler = _Compiler(backend_config, engine, qat)
     return compiler.run()
 
 
 class _Compiler:
-    def __init__(self, backend_config: BackendConfig, engine: str | None) -> None:
+    def __init__(self, backend_config: BackendConfig, engine: str | None, qat: bool) -> None:
         self.backend_config = backend_config
+        self.qat = qat
         with quiet():
-            self.op_qconfigs = qconfigs.op_qconfigs(backend_config, engine)
+            self.op_qconfigs = qconfigs.op_qconfigs(backend_config, engine, qat=qat)
         self.by_pattern = {
             config.pattern: config
             for config in backend_config.configs
@@ -159,6 +162,8 @@ class _Compiler:
             chain += described["chain"]
             where += described["where"]
             groups += [index] * len(described["chain"])
+        if self.qat:  # prepare_qat_pt2e annotates before it folds: conv-bn stays one chain
+            return (chain, where, groups), ""
         return _fold_batch_norm(chain, where, groups), ""
 
     # --- quantization -------------------------------------------------------------------------
@@ -232,14 +237,14 @@ class _Compiler:
         config = entry.config
         if config.fuser_method is None or not all(isinstance(op, type) for op in entry.ops):
             return config, entry.ops[0]
-        fused = fused_type(config.fuser_method, tuple(entry.ops))
+        fused = (qat_fused_type if self.qat else fused_type)(config.fuser_method, tuple(entry.ops))
         if fused is None:
             fused = config.fused_module or entry.ops[0]
         return self.by_pattern.get(fused), fused
 
     def spec_name(self, observer: Any) -> str | None:
         """Register the spec dict of ``observer`` (deduplicated) and return its name."""
-        data = _spec_data(observer)
+        data = spec_data(observer, _spec_data)  # a QAT fake-quantize: its observer and kind
         if data is None:
             return None
         for name, existing in self.specs.items():
