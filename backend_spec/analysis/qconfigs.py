@@ -357,18 +357,20 @@ def fake_quant(observer: Any, kind: str) -> tuple[Any, str]:
     if isinstance(instance, FixedQParamsObserver):
         return FixedQParamsFakeQuantize.with_args(observer=observer), ""
     per_channel = isinstance(instance, PerChannelMinMaxObserver)
+    # Both wrappers default to 0..255 whatever the dtype, so they get the observer's range.
+    bounds = {"quant_min": instance.quant_min, "quant_max": instance.quant_max}
     if kind == "fused_moving_avg":
         moving = (
             MovingAveragePerChannelMinMaxObserver if per_channel else MovingAverageMinMaxObserver
         )
         kwargs = {key: value for key, value in observer.p.keywords.items() if key != "bins"}
-        return FusedMovingAvgObsFakeQuantize.with_args(observer=moving.with_args(**kwargs)), ""
+        return FusedMovingAvgObsFakeQuantize.with_args(
+            observer=moving.with_args(**kwargs), **bounds
+        ), ""
     if kind == "learnable":
         if per_channel:
             return None, "a per-channel learnable fake-quantize needs the channel count up front"
-        return _LearnableFakeQuantize.with_args(
-            observer=observer, quant_min=instance.quant_min, quant_max=instance.quant_max
-        ), ""
+        return _LearnableFakeQuantize.with_args(observer=observer, **bounds), ""
     return FakeQuantize.with_args(observer=observer), ""
 
 

@@ -530,6 +530,10 @@ def check_cli(
     flow: Annotated[
         str, typer.Option(help="fx (default), pt2e, or both: compare FX with pt2e.")
     ] = "fx",
+    qat: Annotated[
+        bool,
+        typer.Option("--qat", help="With --flow pt2e|both: train (prepare_qat_pt2e / _fx)."),
+    ] = False,
 ) -> None:
     """Quantize a minimal model per pattern and DTypeConfig, and the zoo models, on the host CPU.
 
@@ -537,7 +541,11 @@ def check_cli(
     1 on drift; without one, 1 when a case or model failed; --update-golden only records (0).
     """
     if flow != "fx":
-        raise typer.Exit(pt2e_check(spec, flow, model or [], fmt, allow_import))
+        raise typer.Exit(pt2e_check(spec, flow, model or [], fmt, allow_import, qat=qat))
+    if qat:
+        raise fail_usage(
+            "--qat applies to --flow pt2e or both (the FX check already runs QAT cases)"
+        )
     from backend_spec.check import golden as golden_files
     from backend_spec.check.run import run_check
     from backend_spec.cli.render import check as render
@@ -611,7 +619,13 @@ def _check_models(refs: list[str] | None) -> list | None:
 
 
 def pt2e_check(
-    spec: str, flow: str, models: list[str], fmt: str, allow_import: list[str] | None
+    spec: str,
+    flow: str,
+    models: list[str],
+    fmt: str,
+    allow_import: list[str] | None,
+    *,
+    qat: bool = False,
 ) -> int:
     """``check --flow pt2e|both`` (backend_spec.pt2e.check)."""
     from backend_spec.pt2e import TorchaoMissing
@@ -621,7 +635,7 @@ def pt2e_check(
         raise fail_usage(f"--flow must be fx, pt2e or both, not {flow!r}")
     backend_config = load_ref(spec, allow_import).backend_config
     try:
-        return flow_check(backend_config, flow, reference_models(models), fmt)
+        return flow_check(backend_config, flow, reference_models(models), fmt, qat=qat)
     except TorchaoMissing as exc:
         raise fail_usage(str(exc)) from None
 
@@ -654,6 +668,9 @@ def explain_command(
     fmt: TextOrJson = "text",
     allow_import: AllowImport = None,
     flow: Annotated[str, typer.Option(help="fx (default) or pt2e: explain ATen nodes.")] = "fx",
+    qat: Annotated[
+        bool, typer.Option("--qat", help="With --flow pt2e: the QAT quantizer, training export.")
+    ] = False,
 ) -> None:
     """Explain, node by node, what SPEC quantizes in a model and why nodes are skipped."""
     import json
@@ -662,6 +679,8 @@ def explain_command(
 
     if torch_default and qconfig_mapping:
         raise fail_usage("--torch-default and --qconfig-mapping exclude each other")
+    if qat and flow != "pt2e":
+        raise fail_usage("--qat applies to --flow pt2e only")
     compiled = load_ref(spec, allow_import)
     try:
         net, inputs = explain.model_from_factory(model)
@@ -676,7 +695,7 @@ def explain_command(
     if flow == "pt2e":
         from backend_spec.pt2e.check import explain_pt2e
 
-        explain_pt2e(compiled.backend_config, net, inputs, fmt)
+        explain_pt2e(compiled.backend_config, net, inputs, fmt, qat=qat)
         return
     if flow != "fx":
         raise fail_usage(f"--flow must be fx or pt2e, not {flow!r}")

@@ -3,7 +3,9 @@
 ``--flow pt2e`` quantizes the reference models (the check zoo, the pt2e reference nets and any
 ``--model module:factory``) with the spec's quantizer and reports each one's SQNR against float.
 ``--flow both`` runs FX too and fails on any difference outside the documented classes of
-:data:`backend_spec.pt2e.flows.DIFFERENCE_CLASSES`. Both return the exit status.
+:data:`backend_spec.pt2e.flows.DIFFERENCE_CLASSES`. With ``--qat`` both train instead
+(``prepare_qat_pt2e`` / ``prepare_qat_fx``, :mod:`backend_spec.pt2e.qat`). Both return the exit
+status.
 """
 
 from __future__ import annotations
@@ -33,26 +35,37 @@ def reference_models(extra: Sequence[str] = ()) -> dict[str, Factory]:
 
 
 def flow_check(
-    backend_config: BackendConfig, flow: str, models: dict[str, Factory], fmt: str
+    backend_config: BackendConfig,
+    flow: str,
+    models: dict[str, Factory],
+    fmt: str,
+    *,
+    qat: bool = False,
 ) -> int:
     """Run the pt2e (or both) flow over ``models``; print a table or JSON; exit status."""
-    from backend_spec.pt2e import flows, quantizer, require_torchao
+    from backend_spec.pt2e import quantizer, require_torchao
 
     require_torchao()
-    template = quantizer(backend_config)
+    template = quantizer(backend_config, qat=qat)
     rows = []
     for name, factory in models.items():
-        rows.append(_one(name, backend_config, template, factory, flow, flows))
+        rows.append(_one(name, backend_config, template, factory, flow, qat))
     failed = [row for row in rows if not row["ok"]]
     if fmt == "json":
-        typer.echo(json.dumps({"flow": flow, "models": rows, "failed": len(failed)}, indent=2))
+        document = {"flow": flow, "qat": qat, "models": rows, "failed": len(failed)}
+        typer.echo(json.dumps(document, indent=2))
     else:
         _print_text(rows, flow, template.report.summary())
     return 1 if failed else 0
 
 
-def _one(name, backend_config, template, factory, flow, flows) -> dict[str, Any]:
+def _one(name, backend_config, template, factory, flow, qat) -> dict[str, Any]:
+    from backend_spec.pt2e import flows
+    from backend_spec.pt2e import qat as qat_flows
     from backend_spec.pt2e.runtime import TableQuantizer
+
+    run_pt2e = qat_flows.run_pt2e_qat if qat else flows.run_pt2e
+    compare = qat_flows.compare_qat if qat else flows.compare
 
     def fresh() -> TableQuantizer:
         made = TableQuantizer(template.table)
@@ -62,7 +75,7 @@ def _one(name, backend_config, template, factory, flow, flows) -> dict[str, Any]
     try:
         if flow == "pt2e":
             model, inputs = factory()
-            result = flows.run_pt2e(fresh(), model, inputs, flows.calibration(inputs))
+            result = run_pt2e(fresh(), model, inputs, flows.calibration(inputs))
             reference = flows.first_tensor(model(*inputs))
             db = flows.sqnr(reference, result.output)
             return {
@@ -71,7 +84,7 @@ def _one(name, backend_config, template, factory, flow, flows) -> dict[str, Any]
                 "pt2e_db": _finite(db),
                 "quantize_ops": result.quantize_ops,
             }
-        compared = flows.compare(name, backend_config, fresh, factory)
+        compared = compare(name, backend_config, fresh, factory)
     except Exception as exc:  # a model that does not export or quantize is a failed row
         return {"model": name, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
     ok = compared.identical or bool(compared.classes)
@@ -116,14 +129,17 @@ def _db(value: float | None) -> str:
     return "exact" if value is None else f"{value:.1f} dB"
 
 
-def explain_pt2e(backend_config: BackendConfig, model: Any, inputs: tuple, fmt: str) -> None:
-    """Per ATen node: the rule that annotated it, or why none did."""
+def explain_pt2e(
+    backend_config: BackendConfig, model: Any, inputs: tuple, fmt: str, *, qat: bool = False
+) -> None:
+    """Per ATen node: the rule that annotated it, or why none did (with ``qat``: the QAT
+    quantizer on the training-mode export, where conv-bn chains are whole)."""
     from backend_spec._torch import quiet, torch
     from backend_spec.pt2e import quantizer
 
-    made = quantizer(backend_config)
+    made = quantizer(backend_config, qat=qat)
     with quiet():
-        graph_module = torch.export.export(model.eval(), inputs).module()
+        graph_module = torch.export.export(model.train(qat), inputs).module()
     verdicts = list(made.explain(graph_module))
     if fmt == "json":
         typer.echo(json.dumps([vars(v) for v in verdicts], indent=2))

@@ -14,6 +14,7 @@ def compile_pt2e(backend_config: BackendConfig, spec: Path, output: Path | None)
     from backend_spec.pt2e.rules import compile_table
 
     table, report = compile_table(backend_config)
+    qat_table = compile_table(backend_config, qat=True)[0] if output is not None else None
     typer.echo(f"pt2e: {report.summary()}")
     for label, reason in report.skipped:
         typer.echo(f"  skipped {label}: {reason}")
@@ -23,5 +24,5 @@ def compile_pt2e(backend_config: BackendConfig, spec: Path, output: Path | None)
         from backend_spec.files import write_atomic
         from backend_spec.pt2e.emit import generate_module
 
-        write_atomic(output, generate_module(table, source=str(spec)))
+        write_atomic(output, generate_module(table, source=str(spec), qat_table=qat_table))
         typer.echo(f"wrote {output}")

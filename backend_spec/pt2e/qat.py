@@ -72,6 +72,15 @@ def spec_data(instance: Any, observer_data: Callable[[Any], dict[str, Any] | Non
     return data
 
 
+def qat_swap(config: Any, by_pattern: dict[Any, Any]) -> Any:
+    """The entry FX QAT quantizes a module op with: ``prepare_qat_fx`` swaps the module for the
+    entry's ``qat_module`` before matching, so that class's own entry decides (None: no entry
+    quantizes it, and the op stays float)."""
+    if config.qat_module is None:
+        return config
+    return by_pattern.get(config.qat_module)
+
+
 @functools.lru_cache(maxsize=256)
 def qat_fused_type(fuser: Any, ops: tuple) -> type | None:
     """The class ``fuser`` builds for QAT (``fuser(True, *modules)`` on training-mode modules,

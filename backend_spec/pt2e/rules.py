@@ -20,7 +20,7 @@ from backend_spec._torch import BackendConfig, BackendPatternConfig, Observation
 from backend_spec.analysis import qconfigs
 from backend_spec.compiler.observed import pattern_aten, pattern_quantize
 from backend_spec.pt2e.aten import describe_op
-from backend_spec.pt2e.qat import qat_fused_type, spec_data
+from backend_spec.pt2e.qat import qat_fused_type, qat_swap, spec_data
 
 with quiet():
     from torch.ao.quantization.observer import FixedQParamsObserver
@@ -175,6 +175,11 @@ class _Compiler:
             return self.float_rule(
                 f"FX fuses it into {_op_label(root_op)}, which no entry quantizes"
             )
+        if self.qat and qat_swap(effective, self.by_pattern) is None:
+            return self.float_rule(
+                f"FX QAT swaps it for {_op_label(effective.qat_module)}, which no entry quantizes"
+            )
+        effective = qat_swap(effective, self.by_pattern) if self.qat else effective
         qconfig = self.op_qconfigs.get(root_op)
         if qconfig is None:
             return self.float_rule("no QConfig satisfies any of its dtype configs")
