@@ -7,6 +7,7 @@ torchao's QAT fold. The zoo-wide comparison is the slow ``test_pt2e_qat_matrix.p
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from pathlib import Path
 
@@ -148,17 +149,18 @@ def test_conv_bn_relu_trains_and_converts_like_fx() -> None:
     assert result.pt2e.quantize_ops == 4
 
 
-def test_linear_bn_is_a_documented_difference() -> None:
-    class LinearBn(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.linear, self.bn = torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.bn(self.linear(x))
-
-    assert qat._linear_then_bn(LinearBn())
-    assert not qat._linear_then_bn(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()))
+@pytest.mark.parametrize(
+    ("layers", "unfolded"),
+    [
+        ((torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4)), True),
+        ((torch.nn.Conv3d(2, 2, 1), torch.nn.BatchNorm3d(2)), True),
+        ((torch.nn.Conv2d(2, 2, 1), torch.nn.BatchNorm2d(2)), False),
+        ((torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.BatchNorm1d(4)), False),
+    ],
+    ids=["linear_bn", "conv3d_bn", "conv2d_bn", "linear_relu_bn"],
+)
+def test_unfolded_batch_norm_is_detected(layers: tuple, unfolded: bool) -> None:
+    assert qat._unfolded_bn(torch.nn.Sequential(*layers)) is unfolded
 
 
 def test_cli_refuses_qat_where_it_does_not_apply(tmp_path: Path) -> None:
@@ -209,3 +211,28 @@ def test_explain_qat_sees_the_batch_norm(tmp_path: Path) -> None:
     assert done.exit_code == 0, done.output
     line = "batch_norm (aten.batch_norm.default): (nn.Conv2d, nn.BatchNorm2d, nn.ReLU): annotated"
     assert line in done.output
+
+
+def test_compiled_module_has_the_qat_quantizer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    from typer.testing import CliRunner
+
+    from backend_spec.cli.app import app
+
+    path = write_spec(tmp_path, ", fake_quant: fused_moving_avg", "")
+    out = tmp_path / "kinds_quantizer.py"
+    done = CliRunner().invoke(app, ["compile", str(path), "--target", "pt2e", "-o", str(out)])
+    assert done.exit_code == 0, done.output
+    spec = importlib.util.spec_from_file_location("kinds_quantizer", out)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "kinds_quantizer", module)  # its dataclass needs it
+    spec.loader.exec_module(module)
+    qat_table = module.QAT_TABLE
+    assert qat_table == backend_spec.quantizer(path, qat=True).table
+    trained, plain = module.get_quantizer(qat=True), module.get_quantizer()
+    kinds = {s.get("fake_quant") for s in trained.table["specs"].values()}
+    assert kinds == {"fused_moving_avg", "fake_quantize"}
+    assert all("fake_quant" not in s for s in plain.table["specs"].values())

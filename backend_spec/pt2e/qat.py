@@ -31,10 +31,13 @@ nn = torch.nn
 
 #: How FX QAT and pt2e QAT may legitimately differ, beyond :data:`flows.DIFFERENCE_CLASSES`.
 QAT_DIFFERENCE_CLASSES: dict[str, str] = {
-    "qat_linear_bn": "FX QAT fuses Linear-BatchNorm1d (nniqat.LinearBn1d) and folds it at "
-    "convert; pt2e QAT simulates the fold for conv-bn only, so the BatchNorm stays a float op "
-    "after the linear",
+    "qat_bn_unfolded": "FX QAT fuses BatchNorm into the Linear or Conv3d before it "
+    "(nniqat.LinearBn1d, ConvBn3d) and folds it at convert; torchao's QAT fold covers conv1d "
+    "and conv2d only, so pt2e keeps the BatchNorm as a float op",
 }
+
+#: (producer, BatchNorm) module pairs FX QAT folds and pt2e QAT does not.
+_UNFOLDED_PAIRS = ((nn.Linear, nn.BatchNorm1d), (nn.Conv3d, nn.BatchNorm3d))
 
 
 def fake_quant_kind(instance: Any) -> str | None:
@@ -186,25 +189,25 @@ def explain_qat_difference(
     from backend_spec.pt2e import flows
 
     classes = flows.explain_difference(model, fx, pt2e)
-    if _linear_then_bn(model):
-        classes.append("qat_linear_bn")
+    if _unfolded_bn(model):
+        classes.append("qat_bn_unfolded")
     return classes
 
 
-def _linear_then_bn(model: nn.Module) -> bool:
-    """Whether a Linear feeds a BatchNorm1d directly (FX's LinearBn1d fusion)."""
+def _unfolded_bn(model: nn.Module) -> bool:
+    """Whether a Linear feeds a BatchNorm1d or a Conv3d a BatchNorm3d (see
+    :data:`_UNFOLDED_PAIRS`)."""
     with quiet():
         try:
             graph = torch.fx.symbolic_trace(model).graph
         except Exception:  # not traceable: FX QAT could not fuse it either
             return False
-        modules = dict(model.named_modules())
+    modules = dict(model.named_modules())
     for node in graph.nodes:
-        if node.op != "call_module" or not isinstance(modules.get(node.target), nn.BatchNorm1d):
+        producer = node.args[0] if node.op == "call_module" and node.args else None
+        if not isinstance(producer, torch.fx.Node) or producer.op != "call_module":
             continue
-        producer = node.args[0]
-        if isinstance(producer, torch.fx.Node) and isinstance(
-            modules.get(producer.target), nn.Linear
-        ):
+        pair = (modules.get(producer.target), modules.get(node.target))
+        if any(isinstance(pair[0], a) and isinstance(pair[1], b) for a, b in _UNFOLDED_PAIRS):
             return True
     return False
