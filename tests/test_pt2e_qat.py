@@ -117,6 +117,17 @@ def test_per_channel_learnable_weight_is_refused_with_the_reason(tmp_path: Path)
     assert next(iter(choose(backend_spec.load(path)))).qconfig is not None
 
 
+def test_check_fails_the_qat_case_of_an_unbuildable_fake_quant(tmp_path: Path) -> None:
+    from backend_spec.check.cases import build_cases, check_case
+
+    path = write_spec(tmp_path, "", ", fake_quant: learnable, granularity: per_channel")
+    cases = build_cases(backend_spec.load(path), "x86")
+    (qat_case,) = [case for case in cases if case.mode == "qat"]
+    result = check_case(qat_case)
+    assert result.status == "fail"
+    assert result.reason.startswith("no QAT QConfig: weight fake_quant learnable")
+
+
 def test_conv_bn_relu_chain_stays_whole_for_qat() -> None:
     table = backend_spec.quantizer(SPECS / "x86.yaml", qat=True).table
     ptq = backend_spec.quantizer(SPECS / "x86.yaml").table
