@@ -101,6 +101,25 @@ def test_fake_quant_kinds_reach_fx_and_pt2e_alike(tmp_path: Path, row: tuple) ->
     assert made_act.dtype == torch.uint8 and made_weight.dtype == torch.int8
 
 
+def two_convs() -> tuple[torch.nn.Module, tuple]:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Conv2d(4, 4, 3))
+    return model, (torch.randn(2, 3, 8, 8),)
+
+
+@pytest.mark.parametrize("row", KINDS, ids=lambda row: row[2])
+def test_fake_quant_kinds_train_alike(tmp_path: Path, row: tuple) -> None:
+    """Training-mode forward passes through FX QAT and pt2e QAT: same qparams and outputs."""
+    path = write_spec(tmp_path, row[0], row[1])
+    table = backend_spec.quantizer(path, qat=True).table
+    made = qat.compare_qat(
+        "two_convs", backend_spec.load(path), lambda: TableQuantizer(table), two_convs
+    )
+    assert len(made.pt2e.qparams) == 3
+    assert made.fx.qparams == made.pt2e.qparams
+    assert made.identical, made.max_diff
+
+
 def test_ptq_tables_have_no_fake_quant(tmp_path: Path) -> None:
     path = write_spec(tmp_path, ", fake_quant: fused_moving_avg", "")
     table = backend_spec.quantizer(path).table
