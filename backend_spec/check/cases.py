@@ -386,7 +386,7 @@ def run_fx_case(case: Case, kind: str) -> tuple[float | None, bool]:
     same :class:`Case` and return the same pair."""
     config, qat = case.config, case.mode == "qat"
     case.signature["dtype_config"] = _dtype_config_text(case.dtype_config)
-    qconfig = qat_qconfig(case.entry.qconfig) if qat else case.entry.qconfig
+    qconfig = _qat_twin(case) if qat else case.entry.qconfig
     synth = synthesize(
         config,
         qconfig=qconfig,
@@ -424,6 +424,14 @@ def run_fx_case(case: Case, kind: str) -> tuple[float | None, bool]:
         return sqnr_db(float_out, run_model(reference, synth.example_inputs)), True
     out = _stage(f"running on {case.engine}", lambda: run_model(lowered, synth.example_inputs))
     return sqnr_db(float_out, out), False
+
+
+def _qat_twin(case: Case) -> Any:
+    """The case's QAT QConfig; a ``fake_quant`` kind that cannot be built fails the case."""
+    try:
+        return qat_qconfig(case.entry.qconfig, case.dtype_config)
+    except ValueError as exc:
+        raise PatternFailure(f"no QAT QConfig: {exc}") from None
 
 
 def _custom_leaves(case: Case) -> PrepareCustomConfig:

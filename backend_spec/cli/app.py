@@ -334,7 +334,8 @@ def compile_pt2e(backend_config: Any, spec: Path, output: Path | None) -> None:
     for line in compile_lines(report):
         typer.echo(line)
     if output is not None:
-        write_file(output, generate_module(table, source=str(spec)))
+        qat_table = compile_table(backend_config, qat=True)[0]
+        write_file(output, generate_module(table, source=str(spec), qat_table=qat_table))
         typer.echo(f"wrote {output}")
 
 
@@ -562,6 +563,10 @@ def check_cli(
     flow: Annotated[
         str, typer.Option(help="fx (default), pt2e, or both: compare FX with pt2e.")
     ] = "fx",
+    qat: Annotated[
+        bool,
+        typer.Option("--qat", help="With --flow pt2e|both: train (prepare_qat_pt2e / _fx)."),
+    ] = False,
 ) -> None:
     """Quantize a minimal model per pattern and DTypeConfig, and the zoo models, on the host CPU.
 
@@ -579,7 +584,11 @@ def check_cli(
             "--verbose": verbose,
         }
         refuse_flags(f"--flow {flow}", [flag for flag, given in fx_only.items() if given])
-        raise typer.Exit(pt2e_check(spec, flow, model or [], fmt, allow_import))
+        raise typer.Exit(pt2e_check(spec, flow, model or [], fmt, allow_import, qat=qat))
+    if qat:
+        raise fail_usage(
+            "--qat applies to --flow pt2e or both (the FX check already runs QAT cases)"
+        )
     from backend_spec.check import golden as golden_files
     from backend_spec.check.run import run_check
     from backend_spec.cli.render import check as render
@@ -662,7 +671,13 @@ def refuse_flags(where: str, flags: list[str]) -> None:
 
 
 def pt2e_check(
-    spec: str, flow: str, models: list[str], fmt: str, allow_import: list[str] | None
+    spec: str,
+    flow: str,
+    models: list[str],
+    fmt: str,
+    allow_import: list[str] | None,
+    *,
+    qat: bool = False,
 ) -> int:
     """``check --flow pt2e|both`` (backend_spec.pt2e.check): the rows rendered, exit status."""
     from backend_spec.cli.render.pt2e import flow_json, flow_text
@@ -671,7 +686,7 @@ def pt2e_check(
 
     backend_config = load_ref(spec, allow_import).backend_config
     try:
-        report = flow_check(backend_config, flow, reference_models(models))
+        report = flow_check(backend_config, flow, reference_models(models), qat=qat)
     except TorchaoMissing as exc:
         raise fail_usage(str(exc)) from None
     sys.stdout.write((flow_json if fmt == "json" else flow_text)(report))
@@ -706,6 +721,9 @@ def explain_command(
     fmt: TextOrJson = "text",
     allow_import: AllowImport = None,
     flow: Annotated[str, typer.Option(help="fx (default) or pt2e: explain ATen nodes.")] = "fx",
+    qat: Annotated[
+        bool, typer.Option("--qat", help="With --flow pt2e: the QAT quantizer, training export.")
+    ] = False,
 ) -> None:
     """Explain, node by node, what SPEC quantizes in a model and why nodes are skipped."""
     import json
@@ -722,6 +740,8 @@ def explain_command(
         refuse_flags("--flow pt2e", [flag for flag, given in fx_only.items() if given])
     if torch_default and qconfig_mapping:
         raise fail_usage("--torch-default and --qconfig-mapping exclude each other")
+    if qat and flow != "pt2e":
+        raise fail_usage("--qat applies to --flow pt2e only")
     compiled = load_ref(spec, allow_import)
     try:
         net, inputs = explain.model_from_factory(model)
@@ -737,7 +757,7 @@ def explain_command(
         from backend_spec.cli.render.pt2e import verdicts_json, verdicts_text
         from backend_spec.pt2e.check import explain_pt2e
 
-        verdicts = explain_pt2e(compiled.backend_config, net, inputs)
+        verdicts = explain_pt2e(compiled.backend_config, net, inputs, qat=qat)
         sys.stdout.write((verdicts_json if fmt == "json" else verdicts_text)(verdicts))
         return
     try:

@@ -3,8 +3,9 @@
 ``--flow pt2e`` quantizes the reference models (the check zoo, the pt2e reference nets and any
 ``--model module:factory``) with the spec's quantizer and reports each one's SQNR against float.
 ``--flow both`` runs FX too and fails on any difference outside the documented classes of
-:data:`backend_spec.pt2e.flows.DIFFERENCE_CLASSES`. Both return their rows; the CLI renders
-them (:mod:`backend_spec.cli.render.pt2e`).
+:data:`backend_spec.pt2e.flows.DIFFERENCE_CLASSES`. With ``--qat`` both train instead
+(``prepare_qat_pt2e`` / ``prepare_qat_fx``, :mod:`backend_spec.pt2e.qat`). Both return their
+rows; the CLI renders them (:mod:`backend_spec.cli.render.pt2e`).
 """
 
 from __future__ import annotations
@@ -38,27 +39,35 @@ class FlowReport:
     flow: str
     rows: list[dict[str, Any]]
     summary: str
+    qat: bool = False
 
     @property
     def failed(self) -> int:
         return sum(1 for row in self.rows if not row["ok"])
 
 
-def flow_check(backend_config: BackendConfig, flow: str, models: dict[str, Factory]) -> FlowReport:
-    """Run the pt2e (or both) flow over ``models``, a row per model."""
-    from backend_spec.pt2e import flows, quantizer, require_torchao
+def flow_check(
+    backend_config: BackendConfig, flow: str, models: dict[str, Factory], *, qat: bool = False
+) -> FlowReport:
+    """Run the pt2e (or both) flow over ``models``, a row per model; with ``qat``, training
+    (``prepare_qat_pt2e`` against ``prepare_qat_fx``)."""
+    from backend_spec.pt2e import quantizer, require_torchao
 
     require_torchao()
-    template = quantizer(backend_config)
+    template = quantizer(backend_config, qat=qat)
     rows = [
-        _one(name, backend_config, template, factory, flow, flows)
-        for name, factory in models.items()
+        _one(name, backend_config, template, factory, flow, qat) for name, factory in models.items()
     ]
-    return FlowReport(flow, rows, template.report.summary())
+    return FlowReport(flow, rows, template.report.summary(), qat)
 
 
-def _one(name, backend_config, template, factory, flow, flows) -> dict[str, Any]:
+def _one(name, backend_config, template, factory, flow, qat) -> dict[str, Any]:
+    from backend_spec.pt2e import flows
+    from backend_spec.pt2e import qat as qat_flows
     from backend_spec.pt2e.runtime import TableQuantizer
+
+    run_pt2e = qat_flows.run_pt2e_qat if qat else flows.run_pt2e
+    compare = qat_flows.compare_qat if qat else flows.compare
 
     def fresh() -> TableQuantizer:
         made = TableQuantizer(template.table)
@@ -68,7 +77,7 @@ def _one(name, backend_config, template, factory, flow, flows) -> dict[str, Any]
     try:
         if flow == "pt2e":
             model, inputs = factory()
-            result = flows.run_pt2e(fresh(), model, inputs, flows.calibration(inputs))
+            result = run_pt2e(fresh(), model, inputs, flows.calibration(inputs))
             reference = flows.first_tensor(model(*inputs))
             db = flows.sqnr(reference, result.output)
             return {
@@ -77,7 +86,7 @@ def _one(name, backend_config, template, factory, flow, flows) -> dict[str, Any]
                 "pt2e_db": _finite(db),
                 "quantize_ops": result.quantize_ops,
             }
-        compared = flows.compare(name, backend_config, fresh, factory)
+        compared = compare(name, backend_config, fresh, factory)
     except Exception as exc:  # a model that does not export or quantize is a failed row
         return {"model": name, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
     ok = compared.identical or bool(compared.classes)
@@ -97,12 +106,15 @@ def _finite(value: float) -> float | None:
     return None if math.isinf(value) else round(value, 2)
 
 
-def explain_pt2e(backend_config: BackendConfig, model: Any, inputs: tuple) -> list[Any]:
-    """Per ATen node: the rule that annotated it, or why none did."""
+def explain_pt2e(
+    backend_config: BackendConfig, model: Any, inputs: tuple, *, qat: bool = False
+) -> list[Any]:
+    """Per ATen node: the rule that annotated it, or why none did (with ``qat``: the QAT
+    quantizer on the training-mode export, where conv-bn chains are whole)."""
     from backend_spec._torch import quiet, torch
     from backend_spec.pt2e import quantizer
 
-    made = quantizer(backend_config)
+    made = quantizer(backend_config, qat=qat)
     with quiet():
-        graph_module = torch.export.export(model.eval(), inputs).module()
+        graph_module = torch.export.export(model.train(qat), inputs).module()
     return list(made.explain(graph_module))

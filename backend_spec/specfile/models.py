@@ -187,7 +187,7 @@ class DTypeWithConstraintsModel(_Strict):
     )
     fake_quant: Literal["fused_moving_avg", "fake_quantize", "learnable"] | None = Field(
         None,
-        description="QAT fake-quantize kind (version 2; default fused_moving_avg).",
+        description="QAT fake-quantize kind (version 2; default fake_quantize).",
         json_schema_extra=_V2,
     )
 

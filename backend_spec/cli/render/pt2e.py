@@ -33,7 +33,12 @@ def flow_text(report: FlowReport) -> str:
 
 
 def flow_json(report: FlowReport) -> str:
-    document = {"flow": report.flow, "models": report.rows, "failed": report.failed}
+    document = {
+        "flow": report.flow,
+        "qat": report.qat,
+        "models": report.rows,
+        "failed": report.failed,
+    }
     return json.dumps(document, indent=2) + "\n"
 
 
