@@ -26,6 +26,7 @@ from backend_spec.compiler.samples import (
     module_layout,
     name_layout,
 )
+from backend_spec.names.fused import FUSED_PARTS
 
 nn = torch.nn
 F = torch.nn.functional
@@ -177,7 +178,7 @@ def _layout_of(op: Any) -> str | None:
         if float_cls is not None:
             return _layout_of(float_cls)
         if issubclass(op, nni._FusedModule):
-            return _layout_of(_FUSED_PARTS.get(op, (None,))[0])
+            return _layout_of(FUSED_PARTS.get(op, (None,))[0])
     return name_layout(op if isinstance(op, str) else _fn_name(op))
 
 
@@ -254,27 +255,6 @@ def _run_last(builder: _Builder, sample: Any) -> Any:
 
 # --- module classes -------------------------------------------------------------------------
 
-#: Fused module class -> the float module classes it wraps, in forward order.
-_FUSED_PARTS: dict[type, tuple[Any, ...]] = {
-    nni.ConvReLU1d: (nn.Conv1d, nn.ReLU),
-    nni.ConvReLU2d: (nn.Conv2d, nn.ReLU),
-    nni.ConvReLU3d: (nn.Conv3d, nn.ReLU),
-    nni.ConvBn1d: (nn.Conv1d, nn.BatchNorm1d),
-    nni.ConvBn2d: (nn.Conv2d, nn.BatchNorm2d),
-    nni.ConvBn3d: (nn.Conv3d, nn.BatchNorm3d),
-    nni.ConvBnReLU1d: (nn.Conv1d, nn.BatchNorm1d, nn.ReLU),
-    nni.ConvBnReLU2d: (nn.Conv2d, nn.BatchNorm2d, nn.ReLU),
-    nni.ConvBnReLU3d: (nn.Conv3d, nn.BatchNorm3d, nn.ReLU),
-    nni.LinearReLU: (nn.Linear, nn.ReLU),
-    nni.LinearBn1d: (nn.Linear, nn.BatchNorm1d),
-    nni.LinearLeakyReLU: (nn.Linear, nn.LeakyReLU),
-    nni.LinearTanh: (nn.Linear, nn.Tanh),
-    nni.BNReLU2d: (nn.BatchNorm2d, nn.ReLU),
-    nni.BNReLU3d: (nn.BatchNorm3d, nn.ReLU),
-    nni.ConvAdd2d: (nn.Conv2d, torch.add),
-    nni.ConvAddReLU2d: (nn.Conv2d, torch.add, nn.ReLU),
-}
-
 
 def _extra_input_like(module: nn.Module, sample: torch.Tensor) -> torch.Tensor:
     """What a module's further inputs look like: its first part's output for fused modules
@@ -341,7 +321,7 @@ def _qat_module(cls: type, float_cls: type, sample: Any, builder: _Builder) -> n
 
 def _fused_module(cls: type, sample: Any, builder: _Builder) -> nn.Module:
     """torch's fused modules from their parts; others through the spec's own fuser method."""
-    parts, fuser = _FUSED_PARTS.get(cls), None
+    parts, fuser = FUSED_PARTS.get(cls), None
     if parts is None and cls in builder.fusers:
         parts, fuser = builder.fusers[cls]
     if parts is None:

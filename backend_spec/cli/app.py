@@ -84,10 +84,17 @@ SchemaRef = Annotated[
 
 
 def _print_version(value: bool) -> None:
+    """bespec's version and those of the torch and torchao it runs with (from package metadata,
+    so without importing torch): what a bug report needs."""
     if value:
         from backend_spec import __version__
+        from backend_spec.versions import TORCH_REQUIREMENT, installed
 
         typer.echo(f"bespec {__version__}")
+        typer.echo(
+            f"torch {installed('torch') or 'not installed'} (supported: {TORCH_REQUIREMENT})"
+        )
+        typer.echo(f"torchao {installed('torchao') or 'not installed'} (for pt2e)")
         raise typer.Exit()
 
 
@@ -615,6 +622,10 @@ def check_cli(
         raise typer.Exit(0)
     if recorded is not None:
         assert golden is not None
+        if (note := golden_files.torch_note(recorded)) is not None:
+            from backend_spec.cli.render.console import escape
+
+            typer.echo(f"note: {escape(note)}", err=True)
         if not drift:
             typer.echo(render.golden_line(report, golden, written=False), err=True)
         raise typer.Exit(1 if drift else 0)
@@ -828,9 +839,15 @@ def docs_command(
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point. An unsupported torch ends any command that needs torch with
+    one line and exit 2 (misuse of the environment), never a traceback."""
+    from backend_spec.versions import UnsupportedTorch
+
     silence_globally()
-    app(prog_name="bespec")  # also under `python -m backend_spec`: one name for completion
+    try:
+        app(prog_name="bespec")  # also under `python -m backend_spec`: one name for completion
+    except UnsupportedTorch as exc:
+        raise SystemExit(fail_usage(str(exc)).exit_code) from None
 
 
 if __name__ == "__main__":

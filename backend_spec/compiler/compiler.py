@@ -14,7 +14,11 @@ from typing import Any
 
 from backend_spec import _torch, codes
 from backend_spec.compiler.fuser_check import fuser_problem
-from backend_spec.compiler.observed import ObservedDTypeWithConstraints, set_pt2e_keys
+from backend_spec.compiler.observed import (
+    POLICY_KEYS,
+    ObservedDTypeWithConstraints,
+    set_pt2e_keys,
+)
 from backend_spec.diagnostics import Diagnostic
 from backend_spec.names.dtypes import to_dtype
 from backend_spec.names.fusers import (
@@ -157,6 +161,9 @@ class Compiler:
         """A pattern op, or a (nested) tuple of them, from names or (nested) lists of names."""
         if isinstance(value, str):
             return self.name(path, value, kind)
+        argument = isinstance(path[-1], int) and path[-1] > 0  # not the op, not the whole
+        if kind is Kind.COMPLEX_OP and _is_literal(value) and argument:
+            return value  # an argument literal (version 3): (operator.getitem, op, 0)
         if isinstance(value, list) and value:
             return tuple(self.ops((*path, i), item, kind) for i, item in enumerate(value))
         self.problem(
@@ -269,7 +276,7 @@ class Compiler:
             obj = self.field_value((*path, spec.key), spec.kind, value, arity)
             if obj is not None and not _has_none(obj):
                 getattr(config, spec.setter)(obj)
-        set_pt2e_keys(config, model.aten, model.quantize)
+        set_pt2e_keys(config, model.aten, {key: getattr(model, key) for key in POLICY_KEYS})
         self.prove_fuser(path, config, named=isinstance(model.fuser_method, str))
         return config
 
@@ -368,3 +375,8 @@ def _arity(model: PatternModel) -> int:
 
 def _observation_type(name: str) -> Any:
     return _torch.ObservationType[name.upper()]
+
+
+def _is_literal(value: Any) -> bool:
+    """An integer argument literal of a complex-format pattern (not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -4,10 +4,11 @@ A name, ``{sequential: X}``, ``{reverse2: ...}`` or ``{call: f, args: [...]}`` a
 function that ``prepare_fx`` will call with the matched float modules. The static checks (the
 resolver's trust predicate) say *who* may be called; this module says *what the call builds*:
 the fuser is called on float modules of its own pattern (made by the same recipes as the
-check's synthesized models, on the ``meta`` device so nothing is allocated or initialised) and
-must return the declared ``fused_module``, or, with none declared, a module that is not
-``nn.Identity``. Only fusers that already passed the trust predicate get here, so no code
-outside torch's fuser modules and the caller's allow-list runs.
+check's synthesized models: a few channels, on the CPU; the ``meta`` device would allocate
+nothing, but its first BatchNorm or ReLU forward imports torch._dynamo, a second of every
+``compile`` and ``lint``) and must return the declared ``fused_module``, or, with none
+declared, a module that is not ``nn.Identity``. Only fusers that already passed the trust
+predicate get here, so no code outside torch's fuser modules and the caller's allow-list runs.
 
 Results are cached per (fuser, pattern, fused module): the same torch wrapper around the same
 class, or the same factory closure over the same values, is proved once per process.
@@ -93,7 +94,7 @@ def _prove(fuser: Callable[..., Any], ops: tuple[Any, ...], fused_module: Any) -
         tries += [(counterparts, False), (counterparts, True)]
     for parts, is_qat in tries:
         try:
-            with quiet(), torch.device("meta"), torch.no_grad():
+            with quiet(), torch.no_grad():
                 modules = _float_modules(parts, training=is_qat)
                 result = fuser(is_qat, *modules)
         except SkipPattern:
@@ -139,9 +140,9 @@ def _acceptable(result: Any, fused_module: Any) -> bool:
 
 
 def _float_modules(ops: tuple[Any, ...], training: bool) -> list[Any]:
-    """What ``prepare_fx`` hands a fuser for these ops: float modules (sized along the chain,
-    in the mode asked), ``nn.ReLU()`` for ``F.relu``, and other functions and method names as
-    is."""
+    """What ``prepare_fx`` hands a fuser for these ops: float modules (all sized for one
+    sample, in the mode asked), ``nn.ReLU()`` for ``F.relu``, other functions and method
+    names as is."""
     if not all(isinstance(op, (type, str)) or callable(op) for op in ops):
         raise SkipPattern("nested or wildcard pattern")
     classes = [op for op in ops if isinstance(op, type)]
@@ -153,10 +154,9 @@ def _float_modules(ops: tuple[Any, ...], training: bool) -> list[Any]:
     modules: list[Any] = []
     for op in ops:
         if isinstance(op, type) and issubclass(op, nn.Module):
-            module = float_module(op, sample, keep_width=True).eval()
-            out = module(sample)
-            sample = out[0] if isinstance(out, tuple) else out
-            modules.append(module.train(training))
+            # keep_width: every module takes the same sample, so nothing is run forward (a
+            # forward on the meta device would import torch's Python meta kernels: seconds)
+            modules.append(float_module(op, sample, keep_width=True).train(training))
         elif isinstance(op, type):
             raise SkipPattern(f"{op.__name__} is not a module class")
         else:

@@ -263,6 +263,8 @@ class Resolver:
             return MethodName(method)
         name = SPECIAL_NAMES.get(name, name)
         parts = name.split(".")
+        if len(parts) == 3 and parts[0] == ATEN_PREFIX and all(map(_is_identifier, parts)):
+            return aten_overload(name)
         if not all(_is_identifier(part) for part in parts):
             raise NameProblem(
                 codes.INVALID_NAME,
@@ -517,3 +519,26 @@ def describe(obj: Any) -> str:
     if callable(obj):
         return "a function"
     return f"a {type(obj).__name__} value"
+
+
+#: First part of an ATen overload name: ``aten.addmm.default`` (as ``str(overload)`` says).
+ATEN_PREFIX = "aten"
+
+
+def aten_overload(name: str) -> Any:
+    """``aten.<op>.<overload>`` -> ``torch.ops.aten.<op>.<overload>``: torch's own operator
+    registry, so nothing is imported. A pt2e pattern op (the ATen graph's own node target)."""
+    import torch
+
+    _, op, overload = name.split(".")
+    try:
+        packet = None if op.startswith("__") else getattr(torch.ops.aten, op)
+    except (AttributeError, RuntimeError):
+        packet = None
+    if not isinstance(packet, torch._ops.OpOverloadPacket) or overload not in packet.overloads():
+        raise NameProblem(
+            codes.UNKNOWN_NAME,
+            f"unknown ATen overload '{name}'",
+            "write aten.<op>.<overload> as str(torch.ops.aten.<op>.<overload>) prints it",
+        )
+    return getattr(packet, overload)

@@ -198,8 +198,18 @@ OBSERVER_FIELDS: tuple[str, ...] = (
     "fake_quant",
 )
 
-#: Version 2 keys of a pattern entry (pt2e), beside the table's torch fields.
-PT2E_PATTERN_FIELDS: tuple[str, ...] = ("aten", "quantize")
+#: The pt2e keys of a pattern entry (no torch field): ``aten`` and ``quantize`` (version 2),
+#: then the version 3 policy keys.
+PT2E_PATTERN_FIELDS: tuple[str, ...] = (
+    "aten",
+    "quantize",
+    "output",
+    "extra_inputs",
+    "chain_input",
+    "input_shapes",
+    "scalars",
+    "consumers",
+)
 
 #: Every key of a dtype mapping after ``dtype``: torch's constraints, then the observer keys.
 DTYPE_MAPPING_FIELDS: tuple[str, ...] = CONSTRAINT_FIELDS + OBSERVER_FIELDS

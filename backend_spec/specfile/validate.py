@@ -6,6 +6,7 @@ by :mod:`backend_spec.specfile.source`, gives it a stable code, and adds a "did 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -26,7 +27,7 @@ from backend_spec.specfile.models import (
     FunctionForm,
     PatternModel,
     SpecModel,
-    version_2_uses,
+    version_uses,
 )
 from backend_spec.specfile.source import KeyPath, SourceDoc
 
@@ -141,16 +142,17 @@ def _unknown_key(doc: SourceDoc, data: Any, path: KeyPath) -> Diagnostic:
 
 
 def _version_problems(doc: SourceDoc, spec: SpecModel) -> list[Diagnostic]:
-    """Version 2 keys and values in a file that says (or defaults to) spec_version 1."""
-    if spec.spec_version >= 2:
-        return []
+    """Keys and values of a newer format version than the file says (or defaults to)."""
     return [
         doc.diagnostic(
             path,
             codes.VERSION_2_KEY,
-            f"{format_key_path(path)} needs format version 2; this file is spec_version 1",
+            f"{format_key_path(path)} needs format version {version}; "
+            f"this file is spec_version {spec.spec_version}",
+            f"set spec_version: {version}",
         )
-        for path in version_2_uses(spec)
+        for path, version in version_uses(spec)
+        if version > spec.spec_version
     ]
 
 
@@ -398,7 +400,20 @@ def _diagnostic(doc: SourceDoc, data: Any, err: Any) -> Diagnostic:
             path,
             codes.SPEC_VERSION,
             f"unsupported spec_version {value!r}",
-            "this bespec reads versions 1 and 2",
+            "this bespec reads versions 1, 2 and 3",
+        )
+    if kind in ("too_short", "too_long") and not _is_pattern(path):
+        bound = (
+            f"at most {ctx.get('max_length')}"
+            if kind == "too_long"
+            else f"at least {ctx.get('min_length')}"
+        )
+        return doc.diagnostic(
+            path,
+            codes.PATTERN_LENGTH if "aten" in path else codes.INVALID_VALUE,
+            f"{where} has {_items(len(value) if isinstance(value, (list, dict)) else '?')}; "
+            f"it takes {bound}",
+            _ATEN_HINT if "aten" in path else _LENGTH_HINTS.get(_last_key(path), ""),
         )
     if kind in ("too_short", "too_long"):
         return doc.diagnostic(
@@ -429,7 +444,42 @@ def _diagnostic(doc: SourceDoc, data: Any, err: Any) -> Diagnostic:
         return doc.diagnostic(path, codes.INVALID_VALUE, f"{where} must be <= {ctx.get('le')}")
     if kind == "string_too_short":
         return doc.diagnostic(path, codes.INVALID_VALUE, f"{where} must not be empty")
+    if kind == "literal_error":  # a closed vocabulary of version 2 (quantize, observer...)
+        choices = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
+        match = close_matches(str(value).lower(), choices, n=1)
+        return doc.diagnostic(
+            path,
+            codes.INVALID_VALUE,
+            f"{where} must be one of {', '.join(choices)}, got {_show(value)}",
+            f"did you mean '{match[0]}'?" if match else "write one of " + ", ".join(choices),
+        )
+    if kind == "string_pattern_mismatch" and "aten" in path:
+        return doc.diagnostic(
+            path,
+            codes.INVALID_VALUE,
+            f"{where}: {_show(value)} is not an ATen overload name",
+            _ATEN_HINT,
+        )
+    if kind == "string_too_long":
+        return doc.diagnostic(
+            path, codes.INVALID_VALUE, f"{where} is longer than {ctx.get('max_length')} characters"
+        )
     return doc.diagnostic(path, codes.INVALID_VALUE, f"{where}: {err['msg']}")
+
+
+#: Hints for a list or mapping of the wrong length, by key.
+_LENGTH_HINTS = {
+    "args": "a factory takes a few arguments: name the fused class or fuser it wraps",
+    "kwargs": "a factory takes a few keyword arguments",
+    "dtype_configs": "define the dtype configs once under the top-level dtype_configs",
+}
+
+
+def _last_key(path: KeyPath) -> str:
+    return next((p for p in reversed(path) if isinstance(p, str)), "")
+
+
+_ATEN_HINT = "write aten.<op>.<overload>, e.g. aten.relu.default (torch.ops.aten names)"
 
 
 def _items(count: Any) -> str:
@@ -474,7 +524,23 @@ def _expected(path: KeyPath) -> str:
         return "the name of a dtype config, or an inline dtype config mapping"
     if isinstance(last, int) and _is_pattern(path):
         return "an op name"
+    if "aten" in path:
+        return _ATEN_EXPECTED[min(len(path) - path.index("aten"), 3) - 1]
+    if last in ("sequential", "reverse_sequential"):
+        return "a fused module class name such as nni.ConvReLU2d"
+    if last == "call":
+        return "the name of a factory function"
+    if isinstance(last, int) and ("args" in path or "kwargs" in path[-2:-1]):
+        return "a name, a number, true/false, {literal: text}, a list, or a function form"
     return ""
+
+
+#: What ``aten``, one chain of it, and one op of a chain must be.
+_ATEN_EXPECTED = (
+    "a list of ATen chains, e.g. [[aten.conv2d.default, aten.relu.default]]",
+    "a chain: a list of ATen overload names, e.g. [aten.conv2d.default, aten.relu.default]",
+    "an ATen overload name such as aten.relu.default, or a list of alternatives",
+)
 
 
 def _key_expected(path: KeyPath) -> str:
@@ -497,10 +563,31 @@ def _type_hint(path: KeyPath, value: Any) -> str:
         return "write ops in forward order, e.g. [nn.Conv2d, nn.ReLU]"
     if path[-1:] == ("dtype_configs",) and isinstance(value, str):
         return f"write [{value}]"
-    return ""
+    if "aten" in path:
+        return _ATEN_HINT
+    last = path[-1] if path else None
+    if isinstance(last, int) and ("args" in path or "kwargs" in path[-2:-1]):
+        return "e.g. args: [nni.ConvReLU2d, 1, {literal: relu}]"
+    return _TYPE_HINTS.get(last, "") if isinstance(last, str) else ""
+
+
+#: Hints for a value of the wrong type, by key (version 2 keys and the fuser forms).
+_TYPE_HINTS = {
+    "ch_axis": "the channel axis of per_channel weights: an integer, usually 0",
+    "reduce_range": "write true or false",
+    "is_dynamic": "write true or false",
+    "args": "write a list, e.g. args: [nni.ConvReLU2d]",
+    "kwargs": "write a mapping, e.g. kwargs: {index: 1}",
+    "call": "name a factory function, e.g. torch.ao.quantization.fuser_method_mappings._reverse2",
+    "sequential": "name a fused module class, e.g. nni.ConvReLU2d",
+    "reverse_sequential": "name a fused module class, e.g. nni.ConvReLU2d",
+    "literal": "write the text as a string, e.g. {literal: 'relu'}",
+}
 
 
 def _custom_hint(code: str, ctx: dict[str, Any]) -> str | None:
+    if ctx.get("hint"):  # a model validator that knows the fix says it
+        return str(ctx["hint"])
     if code == codes.UNKNOWN_DTYPE:
         from backend_spec.names.dtypes import dtype_names
 
