@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import textwrap
 
 import pytest
@@ -218,3 +219,21 @@ def test_extends_relative_path_and_cycle(tmp_path):
     (tmp_path / "b.yaml").write_text("name: b\npatterns:\n  - pattern: nn.Linear\n")
     bc = backend_spec.load(tmp_path / "a.yaml")
     assert bc.name == "a" and len(bc.configs) == 1
+
+
+def test_compiled_names_its_dtype_configs_by_identity(tmp_path) -> None:
+    # show names each DTypeConfig the spec named; found by the object itself (an id() key
+    # could be reused by another object once a removed base entry's config is freed).
+    from backend_spec.compiler.loader import compile_file
+
+    spec = tmp_path / "named.yaml"
+    spec.write_text(
+        "name: named\ndtype_configs:\n  act: {input_dtype: quint8, output_dtype: quint8}\n"
+        "patterns:\n  - pattern: nn.ReLU\n    dtype_configs: [act]\n"
+    )
+    compiled = compile_file(spec)
+    [config] = compiled.backend_config.configs
+    [dtype_config] = config.dtype_configs
+    assert compiled.dtype_config_name(dtype_config) == "act"
+    twin = copy.copy(dtype_config)
+    assert compiled.dtype_config_name(twin) is None

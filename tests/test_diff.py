@@ -133,8 +133,9 @@ patterns:
     dtype_configs: [weighted]
 """
 
-#: One case per version 2 or 3 key: where it goes (a dtype mapping of ``act``/``weighted``, or the
-#: nn.ReLU entry), and two values that differ. Every key of the field table must have a case.
+#: One case per key beyond torch's fields (version 2 and 3): where it goes (a dtype mapping of
+#: ``act``/``weighted``, or the nn.ReLU entry), and two values that differ. Every such key of
+#: the field table must have a case.
 V2_CASES = {
     "observer": ("input_dtype: {dtype: quint8", "histogram", "minmax"),
     "qscheme": ("input_dtype: {dtype: quint8", "symmetric", "affine"),
@@ -144,6 +145,7 @@ V2_CASES = {
     "fake_quant": ("input_dtype: {dtype: quint8", "learnable", "fake_quantize"),
     "quantize": ("    dtype_configs: [act]", "always", "if_input_quantized"),
     "aten": ("    dtype_configs: [act]", "[[aten.relu.default]]", "[[aten.relu_.default]]"),
+    # version 3 pt2e policy keys
     "output": ("    dtype_configs: [act]", "never", "always"),
     "extra_inputs": ("    dtype_configs: [act]", "quantized", "float"),
     "chain_input": ("    dtype_configs: [act]", "any", "first"),
@@ -188,10 +190,10 @@ def test_check_records_every_entry_field_of_the_table() -> None:
     # check/cases.py reads the field table: a field it left out (num_tensor_args_to_observation
     # _type) would let an edit to it pass a golden unnoticed.
     from backend_spec.check.cases import declared_text
-    from backend_spec.specfile.fields import ENTRY_FIELDS
+    from backend_spec.specfile.fields import ENTRY_FIELDS, PT2E_PATTERN_FIELDS
 
     native = load_backend("native")
     recorded = {line.split(":", 1)[0] for c in native.configs for line in declared_text(c)}
     settable = {f.key for f in ENTRY_FIELDS}
     assert "num_tensor_args_to_observation_type" in recorded
-    assert recorded <= settable | {"aten", "quantize"}
+    assert recorded <= settable | set(PT2E_PATTERN_FIELDS)

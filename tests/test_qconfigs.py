@@ -130,3 +130,12 @@ def test_activation_options_written_at_their_defaults_keep_partners_fusable() ->
     mapping = qconfig_mapping(spec).object_type_qconfigs
     assert qconfig_equals(mapping[nn.Conv2d], mapping[nn.ReLU])
     assert fusion_conflicts(spec) == []
+
+
+def test_the_qconfig_cache_key_names_the_field_table_constraints() -> None:
+    # The key is a named tuple whose constraint fields are the table's, in the table's order:
+    # a constraint added to specfile/fields.py must be added here, or this fails.
+    from backend_spec.analysis.qconfigs import Constraints
+    from backend_spec.specfile.fields import CONSTRAINT_FIELDS
+
+    assert Constraints._fields == ("dtype", *CONSTRAINT_FIELDS, "options")

@@ -17,12 +17,13 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig, quiet, torch
 from backend_spec.compiler.observed import observer_options
 from backend_spec.names.dtypes import dtype_name, dtype_range
 from backend_spec.names.labels import dtype_label
+from backend_spec.specfile.fields import CONSTRAINT_FIELDS
 
 with quiet():
     from torch.ao.quantization import QConfig, QConfigMapping
@@ -76,9 +77,34 @@ _SUB_BYTE = (torch.quint4x2, torch.quint2x4)
 
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
-#: The weight constraints (a ``_describe`` tuple) used when a DTypeConfig has no weight and no
+
+class Constraints(NamedTuple):
+    """One DTypeWithConstraints as hashable data, the QConfig cache's key: the dtype, torch's
+    constraints (``CONSTRAINT_FIELDS``, in that order) and the version 2 options that are set."""
+
+    dtype: torch.dtype | None
+    quant_min_lower_bound: int | None = None
+    quant_max_upper_bound: int | None = None
+    scale_min_lower_bound: float | None = None
+    scale_max_upper_bound: float | None = None
+    scale_exact_match: float | None = None
+    zero_point_exact_match: int | None = None
+    options: tuple[tuple[str, Any], ...] = ()
+
+
+class Described(NamedTuple):
+    """A DTypeConfig as hashable data: its three dtype mappings and its plain fields."""
+
+    input: Constraints
+    output: Constraints
+    weight: Constraints
+    bias_dtype: torch.dtype | None
+    is_dynamic: bool
+
+
+#: The weight constraints used when a DTypeConfig has no weight and no
 #: weighted DTypeConfig shares its activation constraints: torch's default qint8 weights.
-_DEFAULT_WEIGHT: tuple = (torch.qint8, None, None, None, None, None, None, ())
+_DEFAULT_WEIGHT = Constraints(torch.qint8)
 
 #: Version 2 ``observer`` names -> (per-tensor class, per-channel class or None).
 _OBSERVER_KINDS = {
@@ -389,8 +415,8 @@ def _weight_partners(
     for config in backend_config.configs:
         for dtype_config in config.dtype_configs:
             described = describe(dtype_config)
-            if described[2][0] is not None:
-                partners.setdefault(_activation_key(described), described[2])
+            if described.weight.dtype is not None:
+                partners.setdefault(_activation_key(described), described.weight)
     return partners
 
 
@@ -405,19 +431,19 @@ _ACTIVATION_DEFAULTS = {
 }
 
 
-def _activation_key(described: tuple) -> tuple:
+def _activation_key(described: Described) -> tuple[Constraints, Constraints, bool]:
     inp, out, _weight, _bias, is_dynamic = described
     return _as_activation(inp), _as_activation(out), is_dynamic
 
 
-def _as_activation(constraints: tuple) -> tuple:
+def _as_activation(constraints: Constraints) -> Constraints:
     """``constraints`` without the options that do not change an activation observer."""
     options = tuple(
         (key, value)
-        for key, value in constraints[7]
+        for key, value in constraints.options
         if key != "ch_axis" and _ACTIVATION_DEFAULTS.get(key) != value
     )
-    return (*constraints[:7], options)
+    return constraints._replace(options=options)
 
 
 def qconfig_for(dtype_config: DTypeConfig, *, reduce_range: bool = False) -> QConfig | None:
@@ -425,12 +451,12 @@ def qconfig_for(dtype_config: DTypeConfig, *, reduce_range: bool = False) -> QCo
     return _cached_qconfig(_describe(dtype_config), reduce_range, _DEFAULT_WEIGHT)[0]
 
 
-def _describer() -> Callable[[DTypeConfig], tuple]:
+def _describer() -> Callable[[DTypeConfig], Described]:
     """:func:`_describe` memoized for one pass over a BackendConfig, whose patterns share their
     DTypeConfig objects (every one stays alive meanwhile, so ids are not reused)."""
-    memo: dict[int, tuple] = {}
+    memo: dict[int, Described] = {}
 
-    def describe(dtype_config: DTypeConfig) -> tuple:
+    def describe(dtype_config: DTypeConfig) -> Described:
         key = id(dtype_config)
         if key not in memo:
             memo[key] = _describe(dtype_config)
@@ -439,20 +465,12 @@ def _describer() -> Callable[[DTypeConfig], tuple]:
     return describe
 
 
-def _describe(dtype_config: DTypeConfig) -> tuple:
-    def constraints(dwc) -> tuple:
-        return (
-            dwc.dtype,
-            dwc.quant_min_lower_bound,
-            dwc.quant_max_upper_bound,
-            dwc.scale_min_lower_bound,
-            dwc.scale_max_upper_bound,
-            dwc.scale_exact_match,
-            dwc.zero_point_exact_match,
-            tuple(sorted(observer_options(dwc).items())),
-        )
+def _describe(dtype_config: DTypeConfig) -> Described:
+    def constraints(dwc: Any) -> Constraints:
+        options = tuple(sorted(observer_options(dwc).items()))
+        return Constraints(dwc.dtype, *(getattr(dwc, f) for f in CONSTRAINT_FIELDS), options)
 
-    return (
+    return Described(
         constraints(dtype_config.input_dtype_with_constraints),
         constraints(dtype_config.output_dtype_with_constraints),
         constraints(dtype_config.weight_dtype_with_constraints),
@@ -463,21 +481,21 @@ def _describe(dtype_config: DTypeConfig) -> tuple:
 
 @cache
 def _cached_qconfig(
-    described: tuple, reduce_range: bool, weight_if_none: tuple
+    described: Described, reduce_range: bool, weight_if_none: Constraints
 ) -> tuple[QConfig | None, str]:
     """Cached on the DTypeConfig's description, so identical DTypeConfigs share one QConfig."""
     inp, out, weight, _bias, is_dynamic = described
-    in_dtype, out_dtype = inp[0], out[0]
+    in_dtype, out_dtype = inp.dtype, out.dtype
     if in_dtype in (None, torch.float32) and out_dtype in (None, torch.float32) and not is_dynamic:
         with quiet():
             return _weight_only_qconfig(weight)
-    if weight[0] is None:
+    if weight.dtype is None:
         weight = weight_if_none
     with quiet():
         if is_dynamic:
             return _dynamic_qconfig(inp, weight)
         if in_dtype in (torch.float16, torch.bfloat16):
-            return _float_qconfig(in_dtype, weight[0])
+            return _float_qconfig(in_dtype, weight.dtype)
         if in_dtype in _QRANGE and out_dtype in (None, *_QRANGE):
             return _static_qconfig(inp, out, weight, reduce_range)
     return (
@@ -486,7 +504,7 @@ def _cached_qconfig(
     )
 
 
-def _static_qconfig(inp: tuple, out: tuple, weight: tuple, reduce_range: bool):
+def _static_qconfig(inp: Constraints, out: Constraints, weight: Constraints, reduce_range: bool):
     """Observed activations (input and output share one observer constructor in a QConfig)."""
     activation, reason = _activation_observer(inp, out, reduce_range)
     if activation is None:
@@ -497,10 +515,10 @@ def _static_qconfig(inp: tuple, out: tuple, weight: tuple, reduce_range: bool):
     return QConfig(activation=activation, weight=weight_obs), ""
 
 
-def _activation_observer(inp: tuple, out: tuple, reduce_range: bool):
-    if out[0] not in (None, inp[0]):
+def _activation_observer(inp: Constraints, out: Constraints, reduce_range: bool):
+    if out.dtype not in (None, inp.dtype):
         # A QConfig has one activation observer, used for both a node's inputs and its output.
-        return None, f"input {inp[0]} and output {out[0]} differ; one QConfig cannot do both"
+        return None, f"input {inp.dtype} and output {out.dtype} differ; one QConfig cannot do both"
     merged = _merge_constraints(inp, out)
     if merged is None:
         return None, "input and output constraints contradict each other"
@@ -527,26 +545,27 @@ def _activation_observer(inp: tuple, out: tuple, reduce_range: bool):
     ), ""
 
 
-def _merge_constraints(a: tuple, b: tuple) -> tuple | None:
+def _merge_constraints(a: Constraints, b: Constraints) -> Constraints | None:
     """The tighter of two DTypeWithConstraints descriptions of the same dtype."""
-    if b[0] is None:
+    if b.dtype is None:
         return a
-    lo = [v for v in (a[1], b[1]) if v is not None]
-    hi = [v for v in (a[2], b[2]) if v is not None]
-    smin = [v for v in (a[3], b[3]) if v is not None]
-    exact = {(s, z) for s, z in ((a[5], a[6]), (b[5], b[6])) if s is not None and z is not None}
+    lo = [v for v in (a.quant_min_lower_bound, b.quant_min_lower_bound) if v is not None]
+    hi = [v for v in (a.quant_max_upper_bound, b.quant_max_upper_bound) if v is not None]
+    smin = [v for v in (a.scale_min_lower_bound, b.scale_min_lower_bound) if v is not None]
+    pairs = ((c.scale_exact_match, c.zero_point_exact_match) for c in (a, b))
+    exact = {(s, z) for s, z in pairs if s is not None and z is not None}
     if len(exact) > 1:
         return None
     scale_exact, zp_exact = next(iter(exact)) if exact else (None, None)
-    return (
-        a[0],
+    return Constraints(
+        a.dtype,
         max(lo) if lo else None,
         min(hi) if hi else None,
         max(smin) if smin else None,
         None,
         scale_exact,
         zp_exact,
-        a[7] or b[7],
+        a.options or b.options,
     )
 
 
@@ -570,11 +589,11 @@ def _eps(scale_min: float | None) -> float:
     return default if scale_min is None else max(default, scale_min)
 
 
-def _weight_observer(weight: tuple):
+def _weight_observer(weight: Constraints):
     """Per-tensor symmetric for int weights (every engine and reference module accepts it),
     unless the spec (version 2) asks for another observer, qscheme or per-channel weights."""
     dtype, qmin_lb, qmax_ub, scale_min = weight[:4]
-    options = dict(weight[7])
+    options = dict(weight.options)
     if dtype is None:
         return None, ""
     if dtype in _FLOATS or options.get("observer") == "placeholder":
@@ -602,9 +621,9 @@ def _weight_observer(weight: tuple):
     return per_tensor.with_args(qscheme=qscheme, **kwargs), ""
 
 
-def _weight_only_qconfig(weight: tuple):
+def _weight_only_qconfig(weight: Constraints):
     """Float activations, quantized weights: embeddings (float qparams) or weight-only linear."""
-    dtype = weight[0]
+    dtype = weight.dtype
     if dtype is None or dtype in _FLOATS:
         return None, "nothing to quantize: float input, output and weight"
     if dtype in (torch.quint8, *_SUB_BYTE):
@@ -619,7 +638,7 @@ def _weight_only_qconfig(weight: tuple):
     return QConfig(activation=_placeholder(torch.float32), weight=observer), ""
 
 
-def _dynamic_qconfig(inp: tuple, weight: tuple):
+def _dynamic_qconfig(inp: Constraints, weight: Constraints):
     """Like torch's default_dynamic_qconfig / float16_dynamic_qconfig: the activation observer is
     a placeholder flagged dynamic, carrying the dtype the kernel quantizes to at run time."""
     dtype, qmin_lb, qmax_ub, scale_min = inp[:4]

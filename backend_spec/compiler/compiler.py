@@ -70,8 +70,13 @@ class Compiled:
     #: The source and validated model it came from (None for a built-in base).
     doc: SourceDoc | None = None
     spec: SpecModel | None = None
-    #: The spec's name of each named DTypeConfig object, by ``id`` (for ``bespec show``).
-    dtype_config_names: dict[int, str] = field(default_factory=dict)
+    #: The spec's named DTypeConfig objects with their names (for ``bespec show``), base
+    #: first. Held as objects and found by identity: an ``id`` could be reused once freed.
+    named_dtype_configs: list[tuple[str, Any]] = field(default_factory=list)
+
+    def dtype_config_name(self, dtype_config: Any) -> str | None:
+        """The spec's name of ``dtype_config`` (the object itself), or None."""
+        return next((n for n, dc in reversed(self.named_dtype_configs) if dc is dtype_config), None)
 
 
 def pattern_key(config: Any) -> Any:
@@ -146,9 +151,9 @@ class Compiler:
             self._named_dtype_configs[name] = self.dtype_config(model)
         return self._named_dtype_configs[name]
 
-    def dtype_config_names(self) -> dict[int, str]:
-        """The spec's name of each named DTypeConfig built so far, by object ``id``."""
-        return {id(dc): name for name, dc in self._named_dtype_configs.items() if dc is not None}
+    def named_dtype_configs(self) -> list[tuple[str, Any]]:
+        """Each named DTypeConfig built so far, with its name."""
+        return [(name, dc) for name, dc in self._named_dtype_configs.items() if dc is not None]
 
     # -- patterns ---------------------------------------------------------------------------
 

@@ -225,7 +225,7 @@ def build(
     result = Compiled(_torch.BackendConfig(spec.name), doc=doc, spec=spec)
     if base is not None:
         _inherit(result, base)
-    result.dtype_config_names.update(compiler.dtype_config_names())
+    result.named_dtype_configs.extend(compiler.named_dtype_configs())
     _remove(result, removals, doc, spec, problems)
     for index, config in entries:
         key = pattern_key(config)
@@ -243,7 +243,7 @@ def view_of(built: Built, resolver: Resolver, kind: type[_View] = SpecView) -> _
 
 
 def _inherit(result: Compiled, base: Compiled) -> None:
-    result.dtype_config_names.update(base.dtype_config_names)
+    result.named_dtype_configs.extend(base.named_dtype_configs)
     for config in base.backend_config.configs:
         key = pattern_key(config)
         result.backend_config.set_backend_pattern_config(config)

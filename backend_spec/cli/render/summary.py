@@ -57,7 +57,7 @@ def dtype_config_labels(compiled: Compiled) -> Any:
     table = DTypeConfigTable()
 
     def name_of(dtype_config: Any) -> str:
-        return compiled.dtype_config_names.get(id(dtype_config)) or table.name_of(dtype_config)
+        return compiled.dtype_config_name(dtype_config) or table.name_of(dtype_config)
 
     return name_of
 
