@@ -14,7 +14,7 @@ same ``_qconfig_satisfies_dtype_config_constraints`` that ``prepare_fx`` uses.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -245,13 +245,14 @@ def _entries(
     backend_config: BackendConfig, engine: str | None, qat: bool = False
 ) -> Iterator[tuple[BackendPatternConfig, list[PatternQConfig]]]:
     reduce_range = engine in _REDUCE_RANGE_ENGINES
-    partners = _weight_partners(backend_config)
+    describe = _describer()
+    partners = _weight_partners(backend_config, describe)
     for config in backend_config.configs:
         if not config.dtype_configs:
             continue
         entries = []
         for dtype_config in config.dtype_configs:
-            described = _describe(dtype_config)
+            described = describe(dtype_config)
             weight = partners.get(_activation_key(described), _DEFAULT_WEIGHT)
             qconfig, reason = _cached_qconfig(described, reduce_range, weight)
             if qat and qconfig is not None:
@@ -374,7 +375,9 @@ def fake_quant(observer: Any, kind: str) -> tuple[Any, str]:
     return FakeQuantize.with_args(observer=observer), ""
 
 
-def _weight_partners(backend_config: BackendConfig) -> dict[tuple, tuple]:
+def _weight_partners(
+    backend_config: BackendConfig, describe: Callable[[DTypeConfig], tuple]
+) -> dict[tuple, tuple]:
     """Activation constraints -> the weight constraints weighted ops pair them with.
 
     A weightless op (ReLU, BatchNorm, add) ignores its QConfig's weight observer, but torch only
@@ -385,7 +388,7 @@ def _weight_partners(backend_config: BackendConfig) -> dict[tuple, tuple]:
     partners: dict[tuple, tuple] = {}
     for config in backend_config.configs:
         for dtype_config in config.dtype_configs:
-            described = _describe(dtype_config)
+            described = describe(dtype_config)
             if described[2][0] is not None:
                 partners.setdefault(_activation_key(described), described[2])
     return partners
@@ -420,6 +423,20 @@ def _as_activation(constraints: tuple) -> tuple:
 def qconfig_for(dtype_config: DTypeConfig, *, reduce_range: bool = False) -> QConfig | None:
     """A QConfig meeting ``dtype_config`` and its constraints, or ``None`` if there is none."""
     return _cached_qconfig(_describe(dtype_config), reduce_range, _DEFAULT_WEIGHT)[0]
+
+
+def _describer() -> Callable[[DTypeConfig], tuple]:
+    """:func:`_describe` memoized for one pass over a BackendConfig, whose patterns share their
+    DTypeConfig objects (every one stays alive meanwhile, so ids are not reused)."""
+    memo: dict[int, tuple] = {}
+
+    def describe(dtype_config: DTypeConfig) -> tuple:
+        key = id(dtype_config)
+        if key not in memo:
+            memo[key] = _describe(dtype_config)
+        return memo[key]
+
+    return describe
 
 
 def _describe(dtype_config: DTypeConfig) -> tuple:
@@ -634,8 +651,8 @@ def _placeholder(dtype: torch.dtype):
 def pattern_ops(config: BackendPatternConfig) -> list[Any]:
     """The ops of a pattern in forward order (module classes, functions or method names).
 
-    The legacy complex format is reversed and nested; its ``MatchAllNode`` placeholders are not
-    ops and are left out.
+    The legacy complex format is reversed and nested; its ``MatchAllNode`` placeholders and
+    integer argument literals are not ops and are left out.
     """
     if config.pattern is not None:
         pattern = config.pattern
@@ -646,7 +663,7 @@ def pattern_ops(config: BackendPatternConfig) -> list[Any]:
         if isinstance(node, tuple):
             for child in node:
                 walk(child)
-        elif node is not MatchAllNode:
+        elif node is not MatchAllNode and not (isinstance(node, int) and type(node) is not bool):
             ops.append(node)
 
     walk(config._pattern_complex_format)

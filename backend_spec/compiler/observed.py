@@ -4,8 +4,9 @@ Observer choices (``observer``, ``qscheme``, ``granularity``, ``ch_axis``, ``red
 ``fake_quant``) belong to a dtype mapping, so a dtype mapping that uses them compiles to
 :class:`ObservedDTypeWithConstraints`, a ``DTypeWithConstraints`` with those fields; torch
 reads the base fields as usual, and ``qconfig_mapping``, the pt2e quantizer and the exporter
-read the rest. The pt2e keys of a pattern entry (``aten``, ``quantize``) are attributes of its
-``BackendPatternConfig``. A version 1 file produces plain torch objects.
+read the rest. The pt2e keys of a pattern entry (``aten`` and the policy keys of
+:data:`POLICY_KEYS`) are attributes of its ``BackendPatternConfig``. A version 1 file
+produces plain torch objects.
 """
 
 from __future__ import annotations
@@ -14,10 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from backend_spec._torch import DTypeWithConstraints
-from backend_spec.specfile.models import OBSERVER_FIELDS
+from backend_spec.specfile.fields import OBSERVER_FIELDS, PT2E_PATTERN_FIELDS
 
-#: Attribute names on a BackendPatternConfig for the pattern-level version 2 keys.
-_ATEN, _QUANTIZE = "bespec_aten", "bespec_quantize"
+#: Attribute names on a BackendPatternConfig for the pattern-level pt2e keys.
+_ATEN, _POLICY = "bespec_aten", "bespec_policy"
+
+#: The pattern keys that set a pt2e rule's policy (backend_spec.pt2e.table.Policy's fields).
+POLICY_KEYS = PT2E_PATTERN_FIELDS[1:]
 
 
 @dataclass
@@ -37,11 +41,12 @@ def observer_options(dwc: Any) -> dict[str, Any]:
     return {f: getattr(dwc, f, None) for f in OBSERVER_FIELDS if getattr(dwc, f, None) is not None}
 
 
-def set_pt2e_keys(config: Any, aten: list | None, quantize: str | None) -> None:
+def set_pt2e_keys(config: Any, aten: list | None, policy: dict[str, str | None]) -> None:
     if aten:
         setattr(config, _ATEN, [[_alternatives(op) for op in chain] for chain in aten])
-    if quantize is not None:
-        setattr(config, _QUANTIZE, quantize)
+    chosen = {key: value for key, value in policy.items() if value is not None}
+    if chosen:
+        setattr(config, _POLICY, chosen)
 
 
 def pattern_aten(config: Any) -> list[list[list[str]]]:
@@ -49,9 +54,21 @@ def pattern_aten(config: Any) -> list[list[list[str]]]:
     return getattr(config, _ATEN, None) or []
 
 
-def pattern_quantize(config: Any) -> str | None:
-    return getattr(config, _QUANTIZE, None)
+def pattern_policy(config: Any) -> dict[str, str]:
+    """The policy keys the entry sets (unset keys keep the rule's FX-like default)."""
+    return dict(getattr(config, _POLICY, None) or {})
 
 
 def _alternatives(op: str | list[str]) -> list[str]:
     return [op] if isinstance(op, str) else list(op)
+
+
+def pattern_options(config: Any) -> dict[str, Any]:
+    """Every pt2e key of a pattern entry (:data:`PT2E_PATTERN_FIELDS`) as a spec writes it,
+    None when unset (an ``aten`` op with one overload is its bare name)."""
+    options: dict[str, Any] = dict.fromkeys(PT2E_PATTERN_FIELDS)
+    chains = pattern_aten(config)
+    if chains:
+        options["aten"] = [[op[0] if len(op) == 1 else op for op in chain] for chain in chains]
+    options.update(pattern_policy(config))
+    return options

@@ -15,7 +15,8 @@ from typing import Any
 
 from backend_spec import codes
 from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig, ObservationType
-from backend_spec.compiler.observed import pattern_aten, pattern_quantize
+from backend_spec.codes import Code
+from backend_spec.compiler.observed import pattern_aten, pattern_policy
 from backend_spec.diagnostics import Diagnostic, Severity, SpecError, format_key_path
 from backend_spec.export.dtypes import DTypeConfigTable, DTypeDoc
 from backend_spec.export.families import family_of
@@ -83,20 +84,25 @@ def foreign_packages(doc: SpecDocument) -> list[str]:
 
 
 def required_version(doc: SpecDocument) -> int:
-    """2 when the document uses anything of format version 2, else 1: a key some model
-    marks ``x-since: 2`` (the loader's own marker), or a nested forward pattern item."""
-    from backend_spec.specfile.models import nested_forward_items, version_2_keys
+    """The oldest format version that can say the document: the highest ``x-since`` of the
+    keys it uses (the loader's own markers), 2 for a nested forward pattern item, 3 for the
+    version 3 ``quantize`` value; else 1."""
+    from backend_spec.specfile.models import keys_since, literal_items, nested_forward_items
 
-    v2_keys = version_2_keys()
+    since = keys_since()
 
-    def uses_v2(node: Any) -> bool:
+    def used(node: Any) -> int:
         if isinstance(node, dict):
-            return any(k in v2_keys or uses_v2(v) for k, v in node.items())
-        return isinstance(node, list) and any(uses_v2(v) for v in node)
+            versions = [max(since.get(k, 1), used(v)) for k, v in node.items()]
+            if node.get("quantize") == "if_all_inputs_quantized":
+                versions.append(3)
+            if literal_items(node.get("pattern_complex_format")):
+                versions.append(3)
+            return max(versions, default=1)
+        return max((used(v) for v in node), default=1) if isinstance(node, list) else 1
 
-    if any(nested_forward_items(entry.get("pattern")) for entry in doc.patterns):
-        return 2
-    return 2 if uses_v2(doc.patterns) or uses_v2(doc.dtype_configs) else 1
+    nested = any(nested_forward_items(entry.get("pattern")) for entry in doc.patterns)
+    return max(2 if nested else 1, used(doc.patterns), used(doc.dtype_configs))
 
 
 def _safe_label(config: Any) -> str:
@@ -168,6 +174,8 @@ def _nested_names(pattern: Any) -> Any:
     """Names of a pattern in torch's nested tuple format, as nested lists."""
     if isinstance(pattern, tuple):
         return [_nested_names(p) for p in pattern]
+    if isinstance(pattern, int) and not isinstance(pattern, bool):
+        return pattern  # an argument literal (version 3)
     return _name(pattern, op_name)
 
 
@@ -200,8 +208,7 @@ class _EntryBuilder:
         aten = pattern_aten(self.config)
         if aten:
             self.entry["aten"] = [[ops[0] if len(ops) == 1 else ops for ops in c] for c in aten]
-        if pattern_quantize(self.config) is not None:
-            self.entry["quantize"] = pattern_quantize(self.config)
+        self.entry.update(pattern_policy(self.config))
         return self.entry
 
     def _converter(self, kind: FieldKind) -> Callable[[Any], Any]:
@@ -234,7 +241,6 @@ class _EntryBuilder:
                 "fails with \"TypeError: 'DTypeConfig' object is not iterable\" on any model "
                 "with this pattern. Exported as a one-item list",
                 "pass [dtype_config] to set_dtype_configs",
-                Severity.WARNING,
             )
             return [value]
         if isinstance(value, (list, tuple)) and all(isinstance(v, DTypeConfig) for v in value):
@@ -277,29 +283,17 @@ class _EntryBuilder:
     def _report(
         self,
         key: str,
-        code: str,
+        code: Code,
         problem: str,
-        hint: str = "",
-        severity: Severity = Severity.ERROR,
+        hint: str | None = None,
     ) -> None:
+        """A problem of this entry's field ``key``, as severe as its code says (an error
+        says the field cannot be exported; a warning that it was, as shown)."""
         path = ("patterns", self.index, key)
         where = f"{format_key_path(path)} of pattern {_safe_label(self.config)}"
-        self.diagnostics.append(
-            Diagnostic(
-                file=self.source,
-                line=0,
-                column=0,
-                code=code,
-                message=(
-                    f"cannot export {where}: {problem}"
-                    if severity is Severity.ERROR
-                    else f"{where}: {problem}"
-                ),
-                hint=hint,
-                severity=severity,
-                key_path=path,
-            )
-        )
+        error = code.severity is Severity.ERROR
+        message = f"cannot export {where}: {problem}" if error else f"{where}: {problem}"
+        self.diagnostics.append(Diagnostic(self.source, 0, 0, code, message, hint, key_path=path))
 
 
 def _is_default(kind: FieldKind, value: Any) -> bool:

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backend_spec._torch import BackendConfig
+
+if TYPE_CHECKING:
+    from backend_spec.pt2e.rules import Report
+    from backend_spec.pt2e.runtime import TableQuantizer
 
 __all__ = ["TorchaoMissing", "compile_table", "quantizer", "require_torchao"]
 
@@ -41,7 +45,7 @@ def compile_table(
     engine: str | None = None,
     allow_imports: Iterable[str] = (),
     qat: bool = False,
-) -> tuple[dict[str, Any], Any]:
+) -> tuple[dict[str, Any], Report]:
     """(rule table, report) of a spec path or a BackendConfig; needs no torchao."""
     from backend_spec.analysis.qconfigs import resolve_backend_config
     from backend_spec.pt2e.rules import compile_table as compile_backend
@@ -56,7 +60,7 @@ def quantizer(
     allow_imports: Iterable[str] = (),
     engine: str | None = None,
     qat: bool = False,
-) -> Any:
+) -> TableQuantizer:
     """A torchao ``Quantizer`` that quantizes like ``prepare_fx`` with
     ``backend_spec.qconfig_mapping`` under the same spec.
 

@@ -4,18 +4,16 @@
 ``--model module:factory``) with the spec's quantizer and reports each one's SQNR against float.
 ``--flow both`` runs FX too and fails on any difference outside the documented classes of
 :data:`backend_spec.pt2e.flows.DIFFERENCE_CLASSES`. With ``--qat`` both train instead
-(``prepare_qat_pt2e`` / ``prepare_qat_fx``, :mod:`backend_spec.pt2e.qat`). Both return the exit
-status.
+(``prepare_qat_pt2e`` / ``prepare_qat_fx``, :mod:`backend_spec.pt2e.qat`). Both return their
+rows; the CLI renders them (:mod:`backend_spec.cli.render.pt2e`).
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
-
-import typer
 
 from backend_spec._torch import BackendConfig
 
@@ -34,29 +32,31 @@ def reference_models(extra: Sequence[str] = ()) -> dict[str, Factory]:
     return models
 
 
+@dataclass(frozen=True)
+class FlowReport:
+    """One ``check --flow pt2e|both`` run: a row per model, and the quantizer's summary."""
+
+    flow: str
+    rows: list[dict[str, Any]]
+    summary: str
+
+    @property
+    def failed(self) -> int:
+        return sum(1 for row in self.rows if not row["ok"])
+
+
 def flow_check(
-    backend_config: BackendConfig,
-    flow: str,
-    models: dict[str, Factory],
-    fmt: str,
-    *,
-    qat: bool = False,
-) -> int:
-    """Run the pt2e (or both) flow over ``models``; print a table or JSON; exit status."""
+    backend_config: BackendConfig, flow: str, models: dict[str, Factory], *, qat: bool = False
+) -> FlowReport:
+    """Run the pt2e (or both) flow over ``models``, a row per model (QAT flows with ``qat``)."""
     from backend_spec.pt2e import quantizer, require_torchao
 
     require_torchao()
     template = quantizer(backend_config, qat=qat)
-    rows = []
-    for name, factory in models.items():
-        rows.append(_one(name, backend_config, template, factory, flow, qat))
-    failed = [row for row in rows if not row["ok"]]
-    if fmt == "json":
-        document = {"flow": flow, "qat": qat, "models": rows, "failed": len(failed)}
-        typer.echo(json.dumps(document, indent=2))
-    else:
-        _print_text(rows, flow, template.report.summary())
-    return 1 if failed else 0
+    rows = [
+        _one(name, backend_config, template, factory, flow, qat) for name, factory in models.items()
+    ]
+    return FlowReport(flow, rows, template.report.summary())
 
 
 def _one(name, backend_config, template, factory, flow, qat) -> dict[str, Any]:
@@ -104,34 +104,9 @@ def _finite(value: float) -> float | None:
     return None if math.isinf(value) else round(value, 2)
 
 
-def _print_text(rows: list[dict[str, Any]], flow: str, summary: str) -> None:
-    typer.echo(f"pt2e quantizer: {summary}")
-    for row in rows:
-        if "error" in row:
-            typer.echo(f"FAIL {row['model']}: {row['error']}")
-        elif flow == "pt2e":
-            typer.echo(
-                f"ok   {row['model']}: pt2e {_db(row['pt2e_db'])} vs float, "
-                f"{row['quantize_ops']} quantize ops"
-            )
-        else:
-            verdict = "same" if row["identical"] else ", ".join(row["classes"]) or "UNEXPLAINED"
-            typer.echo(
-                f"{'ok  ' if row['ok'] else 'FAIL'} {row['model']}: FX {_db(row['fx_db'])}, "
-                f"pt2e {_db(row['pt2e_db'])}, between {_db(row['between_db'])}, quantize ops "
-                f"{row['quantize_ops'][0]}/{row['quantize_ops'][1]}: {verdict}"
-            )
-    failed = sum(1 for row in rows if not row["ok"])
-    typer.echo(f"{len(rows) - failed} of {len(rows)} models ok")
-
-
-def _db(value: float | None) -> str:
-    return "exact" if value is None else f"{value:.1f} dB"
-
-
 def explain_pt2e(
-    backend_config: BackendConfig, model: Any, inputs: tuple, fmt: str, *, qat: bool = False
-) -> None:
+    backend_config: BackendConfig, model: Any, inputs: tuple, *, qat: bool = False
+) -> list[Any]:
     """Per ATen node: the rule that annotated it, or why none did (with ``qat``: the QAT
     quantizer on the training-mode export, where conv-bn chains are whole)."""
     from backend_spec._torch import quiet, torch
@@ -140,13 +115,4 @@ def explain_pt2e(
     made = quantizer(backend_config, qat=qat)
     with quiet():
         graph_module = torch.export.export(model.train(qat), inputs).module()
-    verdicts = list(made.explain(graph_module))
-    if fmt == "json":
-        typer.echo(json.dumps([vars(v) for v in verdicts], indent=2))
-        return
-    for verdict in verdicts:
-        head = f"{verdict.node} ({verdict.target})"
-        if verdict.rule is not None:
-            typer.echo(f"{head}: {verdict.rule}: {verdict.reason}")
-        else:
-            typer.echo(f"{head}: not annotated: {verdict.reason}")
+    return list(made.explain(graph_module))

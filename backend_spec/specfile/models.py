@@ -34,32 +34,14 @@ from typing_extensions import TypeAliasType
 
 from backend_spec import codes
 from backend_spec.names.dtypes import dtype_range
-from backend_spec.specfile.fields import PATTERN_FIELDS, FieldKind, PatternField
-
-#: ``DTypeWithConstraints`` fields other than ``dtype``, in the order a spec lists them.
-CONSTRAINT_FIELDS: tuple[str, ...] = (
-    "quant_min_lower_bound",
-    "quant_max_upper_bound",
-    "scale_min_lower_bound",
-    "scale_max_upper_bound",
-    "scale_exact_match",
-    "zero_point_exact_match",
+from backend_spec.specfile.fields import (
+    PATTERN_FIELDS,
+    FieldKind,
+    PatternField,
 )
-
-#: Version 2 observer keys of a dtype mapping (defaults: what version 1 builds), in spec order.
-OBSERVER_FIELDS: tuple[str, ...] = (
-    "observer",
-    "qscheme",
-    "granularity",
-    "ch_axis",
-    "reduce_range",
-    "fake_quant",
-)
-
-#: Version 2 keys of a pattern entry (pt2e).
-PT2E_PATTERN_FIELDS: tuple[str, ...] = ("aten", "quantize")
 
 _V2 = {"x-since": 2}
+_V3 = {"x-since": 3}
 
 OBSERVATION_TYPES = (
     "output_use_different_observer_as_input",
@@ -438,12 +420,22 @@ class FunctionForm(_Strict):
         if len(given) != 1:
             raise PydanticCustomError(
                 codes.INVALID_VALUE,
-                "give exactly one of {keys}" + (f", not {' and '.join(given)}" if given else ""),
-                {"keys": ", ".join(FORM_KEYS)},
+                "a function form gives exactly one of {keys}"
+                + (f", not {' and '.join(given)}" if given else ""),
+                {
+                    "keys": ", ".join(FORM_KEYS),
+                    "hint": "e.g. {sequential: nni.ConvReLU2d} or "
+                    "{call: factory, args: [...]}; split two forms into two entries",
+                },
             )
         if given != ["call"] and (self.args is not None or self.kwargs is not None):
             raise PydanticCustomError(
-                codes.INVALID_VALUE, "'args' and 'kwargs' go with 'call' only", {}
+                codes.INVALID_VALUE,
+                "'args' and 'kwargs' go with 'call' only, not with '{form}'",
+                {
+                    "form": given[0],
+                    "hint": "drop args/kwargs, or write {call: factory, args: [...]}",
+                },
             )
         return self
 
@@ -474,7 +466,16 @@ AtenName = Annotated[
     ),
 ]
 
-AtenOps = AtenName | Annotated[list[AtenName], Field(min_length=1, max_length=8)]
+
+def _aten_ops_kind(value: Any) -> str | None:
+    return _kind(value, list, "sequence")
+
+
+AtenOps = Annotated[
+    Annotated[AtenName, Tag("name")]
+    | Annotated[list[AtenName], Field(min_length=1, max_length=8), Tag("sequence")],
+    Discriminator(_aten_ops_kind),
+]
 
 
 def _simple_pattern_kind(value: Any) -> str | None:
@@ -528,8 +529,16 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
     """One supported op pattern (torch's ``BackendPatternConfig``)."""
 
     def since(self) -> list[tuple[tuple[str | int, ...], int]]:
-        """Values (not keys) that need a newer format: nested items in a forward pattern."""
-        return [(("pattern", i), 2) for i in nested_forward_items(self.pattern)]
+        """Values (not keys) that need a newer format: nested items in a forward pattern, the
+        version 3 ``quantize`` value."""
+        found = [(("pattern", i), 2) for i in nested_forward_items(self.pattern)]
+        if self.quantize == "if_all_inputs_quantized":
+            found.append((("quantize",), 3))
+        found += [
+            (("pattern_complex_format", *where), 3)
+            for where in literal_items(self.pattern_complex_format)
+        ]
+        return found
 
     aten: list[Annotated[list[AtenOps], Field(min_length=1, max_length=8)]] | None = Field(
         None,
@@ -539,11 +548,49 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
         json_schema_extra=_V2,
         max_length=16,
     )
-    quantize: Literal["always", "if_input_quantized"] | None = Field(
+    quantize: Literal["always", "if_input_quantized", "if_all_inputs_quantized"] | None = Field(
         None,
-        description="pt2e (version 2): quantize always (default) or only when the first input "
-        "is already quantized (pooling, cat, flatten in X86InductorQuantizer's recipe).",
+        description="pt2e (version 2): quantize always (default), only when the first input "
+        "is already quantized, or (version 3) only when every input is (pooling, cat, flatten "
+        "in X86InductorQuantizer's recipe).",
         json_schema_extra=_V2,
+    )
+    output: Literal["always", "never", "if_consumer_quantized"] | None = Field(
+        None,
+        description="pt2e (version 3): observe the pattern's output always (default), never, or "
+        "if_consumer_quantized: not here, but it counts as quantized for consumers that "
+        "quantize their input (X86's int8 in, fp32 out).",
+        json_schema_extra=_V3,
+    )
+    extra_inputs: Literal["float", "quantized"] | None = Field(
+        None,
+        description="pt2e (version 3): the inputs of the pattern's later ops that are not the "
+        "previous op (the other input of conv + add): float (default) or quantized.",
+        json_schema_extra=_V3,
+    )
+    chain_input: Literal["first", "any"] | None = Field(
+        None,
+        description="pt2e (version 3): each op reads the previous one as its first argument "
+        "(default), or as any argument (x + conv(y)).",
+        json_schema_extra=_V3,
+    )
+    input_shapes: Literal["any", "equal"] | None = Field(
+        None,
+        description="pt2e (version 3): any (default), or equal: the first op's inputs must be "
+        "tensors of one shape (no scalar, no broadcast), else the entry does not match.",
+        json_schema_extra=_V3,
+    )
+    scalars: Literal["keep", "tensor"] | None = Field(
+        None,
+        description="pt2e (version 3): number arguments of the first op stay numbers (default) "
+        "or become constant tensors that are quantized like any input (XNNPACK's x * 2.0).",
+        json_schema_extra=_V3,
+    )
+    consumers: Literal["any", "quantizing"] | None = Field(
+        None,
+        description="pt2e (version 3): quantize whatever reads the output (default), or only "
+        "when a consumer is itself quantized by some entry (X86's flatten before a linear).",
+        json_schema_extra=_V3,
     )
 
     @model_validator(mode="after")
@@ -558,6 +605,16 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
                 {},
             )
         return self
+
+
+def literal_items(pattern: Any, path: tuple[int, ...] = ()) -> list[tuple[int, ...]]:
+    """Where a complex-format pattern holds an integer literal argument (version 3):
+    ``[operator.getitem, aten.max_pool2d_with_indices.default, 0]``."""
+    if isinstance(pattern, list):
+        return [
+            where for i, item in enumerate(pattern) for where in literal_items(item, (*path, i))
+        ]
+    return [path] if isinstance(pattern, int) and not isinstance(pattern, bool) else []
 
 
 def nested_forward_items(pattern: Any) -> list[int]:
@@ -585,8 +642,9 @@ class SpecModel(_Strict):
         json_schema_extra={"patternProperties": {"^x-": {}}},
     )
 
-    spec_version: Literal[1, 2] = Field(
-        1, description="The format version: 1 (default), or 2 for the keys marked x-since 2."
+    spec_version: Literal[1, 2, 3] = Field(
+        1,
+        description="The format version: 1 (default), 2 or 3 for the keys marked x-since 2 / 3.",
     )
 
     @field_validator("spec_version", mode="before")
@@ -644,41 +702,54 @@ def _since(info: Any) -> int:
     return extra.get(SINCE, 1) if isinstance(extra, dict) else 1
 
 
-def version_2_uses(node: Any, path: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
-    """Where a validated spec (or part of it) uses something of format version 2.
+def version_uses(
+    node: Any, path: tuple[str | int, ...] = ()
+) -> list[tuple[tuple[str | int, ...], int]]:
+    """Where a validated spec (or part of it) uses something of format version 2 or later,
+    with that version.
 
-    Generic over the models: a field declared with ``json_schema_extra={"x-since": 2}`` that
-    is set, anywhere in the tree, plus the values a model's ``since()`` reports.
+    Generic over the models: a field declared with ``json_schema_extra={"x-since": N}`` that
+    is set, anywhere in the tree, plus the values a model's ``since()`` reports. Scalars hold
+    nothing further, so the walk does not descend into them (most of a spec's values).
     """
-    found: list[tuple[str | int, ...]] = []
+    found: list[tuple[tuple[str | int, ...], int]] = []
     if isinstance(node, BaseModel):
         for name, info in type(node).model_fields.items():
             value = getattr(node, name)
-            if value is not None and _since(info) >= 2 and name in node.model_fields_set:
-                found.append((*path, name))
+            if value is None:
                 continue
-            found += version_2_uses(value, (*path, name))
+            if _since(info) >= 2 and name in node.model_fields_set:
+                found.append(((*path, name), _since(info)))
+            elif not isinstance(value, _SCALARS):
+                found += version_uses(value, (*path, name))
         since = getattr(node, "since", None)
         if callable(since):
-            found += [(*path, *where) for where, version in since() if version >= 2]
+            found += [((*path, *where), version) for where, version in since() if version >= 2]
     elif isinstance(node, dict):
         for key, value in node.items():
-            found += version_2_uses(value, (*path, key))
+            if not isinstance(value, _SCALARS):
+                found += version_uses(value, (*path, key))
     elif isinstance(node, (list, tuple)):
         for i, value in enumerate(node):
-            found += version_2_uses(value, (*path, i))
+            if not isinstance(value, _SCALARS):
+                found += version_uses(value, (*path, i))
     return found
 
 
-def version_2_keys() -> frozenset[str]:
-    """Every key that some model of the format declares as version 2 (``x-since: 2``)."""
-    keys: set[str] = set()
+_SCALARS = (str, int, float)
+
+
+def keys_since() -> dict[str, int]:
+    """Every key that some model of the format declares as version 2 or later, with it."""
+    keys: dict[str, int] = {}
     pending: list[type[BaseModel]] = [_Strict]
     while pending:
         model = pending.pop()
         pending += model.__subclasses__()
-        keys.update(name for name, info in model.model_fields.items() if _since(info) >= 2)
-    return frozenset(keys)
+        for name, info in model.model_fields.items():
+            if _since(info) >= 2:
+                keys[name] = max(keys.get(name, 0), _since(info))
+    return keys
 
 
 def json_schema() -> dict[str, Any]:
@@ -695,7 +766,18 @@ def json_schema() -> dict[str, Any]:
     schema.setdefault("$defs", {})["ComplexPattern"] = {
         "anyOf": [
             {"type": "string"},
-            {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/ComplexPattern"}},
+            {
+                "type": "array",
+                "minItems": 1,
+                "prefixItems": [{"$ref": "#/$defs/ComplexPattern"}],  # the op: never a literal
+                "items": {"$ref": "#/$defs/ComplexItem"},
+            },
+        ]
+    }
+    schema["$defs"]["ComplexItem"] = {
+        "anyOf": [
+            {"$ref": "#/$defs/ComplexPattern"},
+            {"type": "integer", "description": "An argument literal (version 3)."},
         ]
     }
     schema["additionalProperties"] = False
@@ -712,10 +794,10 @@ def _not_null(field: str) -> dict[str, Any]:
 
 
 def _refine(schema: dict[str, Any]) -> None:
-    from backend_spec.names.dtypes import dtype_names
+    from backend_spec.specfile.dtypes import SPEC_DTYPE_RANGES, SPEC_DTYPES
 
     defs = schema["$defs"]
-    names = sorted(dtype_names())
+    names = sorted(SPEC_DTYPES)  # the format's list, not the installed torch's
     dtype_enum = {"enum": names, "description": "A torch.dtype attribute name."}
     constrained = defs["DTypeWithConstraintsModel"]
     fields = constrained["properties"]
@@ -733,9 +815,7 @@ def _refine(schema: dict[str, Any]) -> None:
                 }
             },
         }
-        for name in names
-        for low, high in [dtype_range(name) or (None, None)]
-        if low is not None
+        for name, (low, high) in sorted(SPEC_DTYPE_RANGES.items())
     ]
     configs = defs["DTypeConfigModel"]["properties"]
     for key in ("input_dtype", "output_dtype", "weight_dtype", "bias_dtype"):
