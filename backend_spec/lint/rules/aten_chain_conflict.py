@@ -31,11 +31,11 @@ CODE = codes.ATEN_CHAIN_CONFLICT
 
 
 def check(context: LintContext) -> Iterator[Problem]:
-    from backend_spec.pt2e.rules import compile_table, ops_label
+    from backend_spec.pt2e.rules import compile_rules, ops_label
 
     if context.backend_config is None:
         return
-    _table, report = compile_table(context.backend_config)
+    _rules, report = compile_rules(context.backend_config)  # the report only: no plain data
     by_label = {ops_label(e.ops): e for e in context.entries if e.ops is not None}
     for label, first, chain in report.conflicts:
         entry = by_label.get(label)
