@@ -41,7 +41,7 @@ def build_times(cold: bool) -> None:
     if cold:
         saved = aten.TABLE_PATH
         aten.TABLE_PATH = Path("/nonexistent/aten_table.json")
-        for cached in (aten._packaged, aten._traced, rules.called_fuser):
+        for cached in (aten._packaged, aten._traced, aten.called_fuser):
             cached.cache_clear()
         t0 = time.perf_counter()
         rules.compile_table(bc)

@@ -13,7 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend_spec import _torch, codes
-from backend_spec.compiler.observed import ObservedDTypeWithConstraints, set_pt2e_keys
+from backend_spec.compiler.observed import (
+    POLICY_KEYS,
+    ObservedDTypeWithConstraints,
+    set_pt2e_keys,
+)
 from backend_spec.diagnostics import Diagnostic
 from backend_spec.names.dtypes import to_dtype
 from backend_spec.names.fusers import (
@@ -250,7 +254,7 @@ class Compiler:
             obj = self.field_value((*path, spec.key), spec.kind, value, arity)
             if obj is not None and not _has_none(obj):
                 getattr(config, spec.setter)(obj)
-        set_pt2e_keys(config, model.aten, model.quantize)
+        set_pt2e_keys(config, model.aten, {key: getattr(model, key) for key in POLICY_KEYS})
         return config
 
     def field_value(self, path: KeyPath, kind: FieldKind, value: Any, arity: int) -> Any:

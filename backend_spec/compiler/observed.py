@@ -4,7 +4,8 @@ Observer choices (``observer``, ``qscheme``, ``granularity``, ``ch_axis``, ``red
 ``fake_quant``) belong to a dtype mapping, so a dtype mapping that uses them compiles to
 :class:`ObservedDTypeWithConstraints`, a ``DTypeWithConstraints`` with those fields; torch
 reads the base fields as usual, and ``qconfig_mapping``, the pt2e quantizer and the exporter
-read the rest. The pt2e keys of a pattern entry (``aten``, ``quantize``) are attributes of its
+read the rest. The pt2e keys of a pattern entry (``aten`` and the policy keys ``quantize``,
+``output``, ``extra_inputs``, ``chain_input``, ``input_shapes``, ``scalars``) are attributes of its
 ``BackendPatternConfig``. A version 1 file produces plain torch objects.
 """
 
@@ -16,8 +17,11 @@ from typing import Any
 from backend_spec._torch import DTypeWithConstraints
 from backend_spec.specfile.models import OBSERVER_FIELDS
 
-#: Attribute names on a BackendPatternConfig for the pattern-level version 2 keys.
-_ATEN, _QUANTIZE = "bespec_aten", "bespec_quantize"
+#: Attribute names on a BackendPatternConfig for the pattern-level pt2e keys.
+_ATEN, _POLICY = "bespec_aten", "bespec_policy"
+
+#: The pattern keys that set a pt2e rule's policy (backend_spec.pt2e.table.Policy's fields).
+POLICY_KEYS = ("quantize", "output", "extra_inputs", "chain_input", "input_shapes", "scalars")
 
 
 @dataclass
@@ -37,11 +41,12 @@ def observer_options(dwc: Any) -> dict[str, Any]:
     return {f: getattr(dwc, f, None) for f in OBSERVER_FIELDS if getattr(dwc, f, None) is not None}
 
 
-def set_pt2e_keys(config: Any, aten: list | None, quantize: str | None) -> None:
+def set_pt2e_keys(config: Any, aten: list | None, policy: dict[str, str | None]) -> None:
     if aten:
         setattr(config, _ATEN, [[_alternatives(op) for op in chain] for chain in aten])
-    if quantize is not None:
-        setattr(config, _QUANTIZE, quantize)
+    chosen = {key: value for key, value in policy.items() if value is not None}
+    if chosen:
+        setattr(config, _POLICY, chosen)
 
 
 def pattern_aten(config: Any) -> list[list[list[str]]]:
@@ -49,8 +54,9 @@ def pattern_aten(config: Any) -> list[list[list[str]]]:
     return getattr(config, _ATEN, None) or []
 
 
-def pattern_quantize(config: Any) -> str | None:
-    return getattr(config, _QUANTIZE, None)
+def pattern_policy(config: Any) -> dict[str, str]:
+    """The policy keys the entry sets (unset keys keep the rule's FX-like default)."""
+    return dict(getattr(config, _POLICY, None) or {})
 
 
 def _alternatives(op: str | list[str]) -> list[str]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from backend_spec import codes
 from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig, ObservationType
-from backend_spec.compiler.observed import pattern_aten, pattern_quantize
+from backend_spec.compiler.observed import pattern_aten, pattern_policy
 from backend_spec.diagnostics import Diagnostic, Severity, SpecError, format_key_path
 from backend_spec.export.dtypes import DTypeConfigTable, DTypeDoc
 from backend_spec.export.families import family_of
@@ -83,20 +83,23 @@ def foreign_packages(doc: SpecDocument) -> list[str]:
 
 
 def required_version(doc: SpecDocument) -> int:
-    """2 when the document uses anything of format version 2, else 1: a key some model
-    marks ``x-since: 2`` (the loader's own marker), or a nested forward pattern item."""
-    from backend_spec.specfile.models import nested_forward_items, version_2_keys
+    """The oldest format version that can say the document: the highest ``x-since`` of the
+    keys it uses (the loader's own markers), 2 for a nested forward pattern item, 3 for the
+    version 3 ``quantize`` value; else 1."""
+    from backend_spec.specfile.models import keys_since, nested_forward_items
 
-    v2_keys = version_2_keys()
+    since = keys_since()
 
-    def uses_v2(node: Any) -> bool:
+    def used(node: Any) -> int:
         if isinstance(node, dict):
-            return any(k in v2_keys or uses_v2(v) for k, v in node.items())
-        return isinstance(node, list) and any(uses_v2(v) for v in node)
+            versions = [max(since.get(k, 1), used(v)) for k, v in node.items()]
+            if node.get("quantize") == "if_all_inputs_quantized":
+                versions.append(3)
+            return max(versions, default=1)
+        return max((used(v) for v in node), default=1) if isinstance(node, list) else 1
 
-    if any(nested_forward_items(entry.get("pattern")) for entry in doc.patterns):
-        return 2
-    return 2 if uses_v2(doc.patterns) or uses_v2(doc.dtype_configs) else 1
+    nested = any(nested_forward_items(entry.get("pattern")) for entry in doc.patterns)
+    return max(2 if nested else 1, used(doc.patterns), used(doc.dtype_configs))
 
 
 def _safe_label(config: Any) -> str:
@@ -200,8 +203,7 @@ class _EntryBuilder:
         aten = pattern_aten(self.config)
         if aten:
             self.entry["aten"] = [[ops[0] if len(ops) == 1 else ops for ops in c] for c in aten]
-        if pattern_quantize(self.config) is not None:
-            self.entry["quantize"] = pattern_quantize(self.config)
+        self.entry.update(pattern_policy(self.config))
         return self.entry
 
     def _converter(self, kind: FieldKind) -> Callable[[Any], Any]:

@@ -1,7 +1,8 @@
 """``bespec compile SPEC --target pt2e -o quantizer.py``: the runtime and the table in one file.
 
-The module is the runtime's own source (torch and torchao only) followed by the table as a
-Python literal and ``get_quantizer()``. Everything that came from the spec (labels, names) is
+The module is the runtime's own source (torch and torchao only, with the table types of
+:mod:`.table` inlined) followed by the table as a Python literal and
+``get_quantizer()``. Everything that came from the spec (labels, names) is
 data written with ``repr``/``pprint``; nothing of it becomes code.
 """
 
@@ -13,12 +14,17 @@ from pathlib import Path
 from typing import Any
 
 _RUNTIME = Path(__file__).with_name("runtime.py")
+_TABLE = Path(__file__).with_name("table.py")
+#: The runtime's one bespec import; the module inlines table.py (stdlib only) in its place.
+_TABLE_IMPORT = "from backend_spec.pt2e.table import"
 
 
 def generate_module(table: dict[str, Any], *, source: str) -> str:
     """The standalone quantizer module for ``table`` compiled from ``source``."""
     runtime = _RUNTIME.read_text(encoding="utf-8")
-    body = runtime.splitlines()[_docstring_end(runtime) :]
+    body = []
+    for line in runtime.splitlines()[_docstring_end(runtime) :]:
+        body += _table_types() if line.startswith(_TABLE_IMPORT) else [line]
     header = [
         '"""A torchao pt2e Quantizer compiled by bespec; needs only torch and torchao.',
         "",
@@ -44,6 +50,13 @@ def generate_module(table: dict[str, Any], *, source: str) -> str:
         "",
     ]
     return "\n".join(header + body + footer)
+
+
+def _table_types() -> list[str]:
+    """table.py without its docstring and ``from __future__`` line (the runtime has both)."""
+    text = _TABLE.read_text(encoding="utf-8")
+    lines = text.splitlines()[_docstring_end(text) :]
+    return [line for line in lines if line != "from __future__ import annotations"]
 
 
 def _docstring_end(text: str) -> int:

@@ -11,15 +11,16 @@ fuser in eval mode and quantizing the chain with the entry of the module it retu
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from backend_spec._torch import BackendConfig, BackendPatternConfig, ObservationType, quiet, torch
 from backend_spec.analysis import qconfigs
-from backend_spec.compiler.observed import pattern_aten, pattern_quantize
+from backend_spec.compiler.observed import pattern_aten, pattern_policy
 from backend_spec.pt2e.aten import describe_op
+from backend_spec.pt2e.table import Policy, Rule, Table
 
 with quiet():
     from torch.ao.quantization.observer import FixedQParamsObserver
@@ -47,9 +48,6 @@ _OBSERVATIONS = {
 #: ATen ops that pt2e folds into a preceding conv / linear before annotating (PTQ).
 _FOLDED = ("aten.batch_norm.default", "aten._native_batch_norm_legit_no_training.default")
 _FOLD_INTO = ("aten.conv", "aten.linear")
-
-#: Version of the table layout the runtime reads.
-TABLE_FORMAT = 1
 
 
 @dataclass
@@ -80,9 +78,16 @@ class _Entry:
 def compile_table(
     backend_config: BackendConfig, *, engine: str | None = None
 ) -> tuple[dict[str, Any], Report]:
-    """The rule table of ``backend_config`` and the report of how it was built."""
-    compiler = _Compiler(backend_config, engine)
-    return compiler.run()
+    """The rule table of ``backend_config`` as plain data, and the report of how it was built."""
+    table, report = compile_rules(backend_config, engine=engine)
+    return table.to_data(), report
+
+
+def compile_rules(
+    backend_config: BackendConfig, *, engine: str | None = None
+) -> tuple[Table, Report]:
+    """The typed rule table of ``backend_config`` and the report of how it was built."""
+    return _Compiler(backend_config, engine).run()
 
 
 class _Compiler:
@@ -107,31 +112,30 @@ class _Compiler:
         self._satisfied: dict[tuple[int, int], bool] = {}
         self._observers: dict[int, tuple[str | None, bool]] = {}
 
-    def run(self) -> tuple[dict[str, Any], Report]:
-        rules: list[dict[str, Any]] = []
-        seen: dict[str, dict[str, Any]] = {}
+    def run(self) -> tuple[Table, Report]:
+        rules: list[Rule] = []
+        seen: dict[tuple, Rule] = {}
         for config in self.backend_config.configs:
             entry = _Entry(config, _label(config), qconfigs.pattern_ops(config))
             made, reason = self.rules_for(entry)
             if not made:
                 self.report.skipped.append((entry.label, reason))
             for rule in made:
-                key = json.dumps([rule["chain"], rule["where"]], sort_keys=True)
-                first = seen.get(key)
+                first = seen.get(rule.key)
                 if first is None:
-                    seen[key] = rule
+                    seen[rule.key] = rule
                     rules.append(rule)
                     self.report.rules.append(entry.label)
                 elif _body(first) == _body(rule):
-                    self.report.duplicates.append((entry.label, first["label"]))
+                    self.report.duplicates.append((entry.label, first.label))
                 else:
-                    self.report.conflicts.append((entry.label, first["label"], _chain_text(rule)))
-        rules.sort(key=lambda rule: -len(rule["chain"]))
-        return {"format": TABLE_FORMAT, "specs": self.specs, "rules": rules}, self.report
+                    self.report.conflicts.append((entry.label, first.label, _chain_text(rule)))
+        rules.sort(key=lambda rule: -len(rule.chain))
+        return Table(specs=self.specs, rules=tuple(rules)), self.report
 
     # --- chains -------------------------------------------------------------------------------
 
-    def rules_for(self, entry: _Entry) -> tuple[list[dict[str, Any]], str]:
+    def rules_for(self, entry: _Entry) -> tuple[list[Rule], str]:
         """The entry's traced rule plus one per ``aten`` chain of the spec; else the reason."""
         traced, reason = self.traced_chain(entry)
         chains = [] if traced is None else [traced]
@@ -140,9 +144,16 @@ class _Compiler:
         if not chains:
             return [], reason
         quantization = self.quantization(entry)
-        quantization["quantize"] = pattern_quantize(entry.config) or "always"
+        policy = Policy(**pattern_policy(entry.config))
         return [
-            {"label": entry.label, "chain": chain, "where": where, "groups": groups, **quantization}
+            Rule(
+                label=entry.label,
+                chain=tuple(tuple(alts) for alts in chain),
+                where=tuple(where),
+                groups=tuple(groups),
+                policy=policy,
+                **quantization,
+            )
             for chain, where, groups in chains
         ], ""
 
@@ -182,7 +193,7 @@ class _Compiler:
         weight = qconfig.weight is not None and self.weight_quantized(root_op)
         return {
             "observation": _OBSERVATIONS[effective.observation_type],
-            "by_num_args": {str(n): _OBSERVATIONS[t] for n, t in counts.items()},
+            "by_num_args": tuple((n, _OBSERVATIONS[t]) for n, t in counts.items()),
             "input": act,
             "output": None if dynamic else act,
             "weight": self.observer_spec(qconfig.weight)[0] if weight else None,
@@ -220,7 +231,7 @@ class _Compiler:
         """A rule that claims its nodes (as FX's matcher does) but leaves them in float."""
         return {
             "observation": "none",
-            "by_num_args": {},
+            "by_num_args": (),
             "input": None,
             "output": None,
             "weight": None,
@@ -230,9 +241,10 @@ class _Compiler:
     def effective_entry(self, entry: _Entry) -> tuple[BackendPatternConfig | None, Any]:
         """(the entry FX quantizes this pattern's nodes with, the op whose QConfig it uses)."""
         config = entry.config
-        if config.fuser_method is None or not all(isinstance(op, type) for op in entry.ops):
+        modules = fuser_modules(entry.ops)
+        if config.fuser_method is None or modules is None:
             return config, entry.ops[0]
-        fused = fused_type(config.fuser_method, tuple(entry.ops))
+        fused = fused_type(config.fuser_method, modules)
         if fused is None:
             fused = config.fused_module or entry.ops[0]
         return self.by_pattern.get(fused), fused
@@ -266,6 +278,20 @@ def fused_type(fuser: Any, ops: tuple) -> type | None:
         if cached is not None:
             return cached
     return called_fuser(fuser, ops)
+
+
+def fuser_modules(ops: list[Any]) -> tuple[type, ...] | None:
+    """The module classes ``fuse_fx`` hands a fuser for these ops, or ``None`` if it cannot.
+
+    FX's fuse handler passes the matched modules, with one substitution: an ``F.relu`` node
+    becomes ``nn.ReLU()`` (so ``[nn.Linear, F.relu]`` fuses to ``nni.LinearReLU`` like
+    ``[nn.Linear, nn.ReLU]``). Any other function reaches the fuser as is, which module fusers
+    cannot take; and a pattern whose first op is not a module has nothing to fuse into.
+    """
+    classes = tuple(torch.nn.ReLU if op is torch.nn.functional.relu else op for op in ops)
+    if not all(isinstance(op, type) for op in classes) or not isinstance(ops[0], type):
+        return None
+    return classes
 
 
 def _spec_data(observer: Any) -> dict[str, Any] | None:
@@ -314,12 +340,12 @@ def _fold_batch_norm(chain: list, where: list, groups: list) -> tuple[list, list
     return [chain[i] for i in keep], [where[i] for i in keep], [renumber[groups[i]] for i in keep]
 
 
-def _body(rule: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in rule.items() if key not in ("label", "reason")}
+def _body(rule: Rule) -> Rule:
+    return dataclasses.replace(rule, label="", reason="")
 
 
-def _chain_text(rule: dict[str, Any]) -> str:
-    return " -> ".join(alts[0] for alts in rule["chain"])
+def _chain_text(rule: Rule) -> str:
+    return " -> ".join(alts[0] for alts in rule.chain)
 
 
 def _linear_complex(pattern: Any) -> bool:

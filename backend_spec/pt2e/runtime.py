@@ -32,6 +32,8 @@ from typing import Any
 
 import torch
 
+from backend_spec.pt2e.table import Policy, Rule, Table  # emit inlines table.py
+
 _QUIET_LOGGERS = ("torchao", "torch.utils._pytree")
 
 
@@ -112,7 +114,7 @@ def make_spec(data: dict[str, Any]) -> Any:
 class Match:
     """One rule matched on a run of nodes (forward order)."""
 
-    rule: dict[str, Any]
+    rule: Rule
     nodes: list[torch.fx.Node]
 
 
@@ -136,18 +138,30 @@ class TableQuantizer(Quantizer):
 
     def __post_init__(self) -> None:
         super().__init__()
-        self._specs = {name: make_spec(data) for name, data in self.table["specs"].items()}
-        self._dtypes = {name: data["dtype"] for name, data in self.table["specs"].items()}
-        self._dynamic = {
-            name: bool(data.get("is_dynamic")) for name, data in self.table["specs"].items()
-        }
-        self._rules = self.table["rules"]
-        self._by_last: dict[str, list[dict[str, Any]]] = {}
-        for rule in self._rules:
-            for target in rule["chain"][-1]:
+        typed = Table.from_data(self.table)
+        self._specs = {name: make_spec(data) for name, data in typed.specs.items()}
+        self._dtypes = {name: data["dtype"] for name, data in typed.specs.items()}
+        self._dynamic = {name: bool(data.get("is_dynamic")) for name, data in typed.specs.items()}
+        self.rules = typed.rules
+        self._by_last: dict[str, list[Rule]] = {}
+        for rule in self.rules:
+            for target in rule.chain[-1]:
                 self._by_last.setdefault(target, []).append(rule)
+        self._scalar_targets = {
+            target
+            for rule in self.rules
+            if rule.policy.scalars == "tensor"
+            for target in rule.chain[0]
+        }
+        self._order: dict[torch.fx.Node, int] = {}
 
     # --- torchao Quantizer API --------------------------------------------------------------
+
+    def transform_for_annotation(self, model: torch.fx.GraphModule) -> torch.fx.GraphModule:
+        """``scalars: tensor``: number arguments of those rules' first ops become constants."""
+        if self._scalar_targets:
+            _scalars_to_tensors(model, self._scalar_targets)
+        return model
 
     def annotate(self, model: torch.fx.GraphModule) -> torch.fx.GraphModule:
         self.matches = self.find_matches(model.graph)
@@ -161,60 +175,81 @@ class TableQuantizer(Quantizer):
 
     def find_matches(self, graph: torch.fx.Graph) -> list[Match]:
         """Longest-first, spec-order matches; each node claimed at most once (as FX)."""
+        nodes = list(graph.nodes)
+        self._order = {node: index for index, node in enumerate(nodes)}
         claimed: set[torch.fx.Node] = set()
         matches: list[Match] = []
-        for node in reversed(list(graph.nodes)):
+        for node in reversed(nodes):
             if node.op != "call_function" or node in claimed:
                 continue
             for rule in self._by_last.get(str(node.target), ()):
-                nodes = self.match_rule(rule, node, claimed)
-                if nodes is not None:
-                    claimed.update(nodes)
-                    matches.append(Match(rule, nodes))
+                found = self.walk(rule, node, claimed)
+                if isinstance(found, list):
+                    claimed.update(found)
+                    matches.append(Match(rule, found))
                     break
         matches.reverse()
         return matches
 
-    def match_rule(
-        self, rule: dict[str, Any], last: torch.fx.Node, claimed: set[torch.fx.Node]
-    ) -> list[torch.fx.Node] | None:
-        """The nodes of ``rule``'s chain ending at ``last``, or ``None``."""
-        return _walk_chain(rule, last) if self.why_not(rule, last, claimed) is None else None
-
-    def why_not(
-        self, rule: dict[str, Any], last: torch.fx.Node, claimed: set[torch.fx.Node]
-    ) -> str | None:
+    def why_not(self, rule: Rule, last: torch.fx.Node, claimed: set[torch.fx.Node]) -> str | None:
         """``None`` if ``rule`` matches backwards from ``last``, else the first reason why not."""
-        chain, where, groups = rule["chain"], rule["where"], rule["groups"]
-        node: Any = last
-        previous_key = None
-        for index in range(len(chain) - 1, -1, -1):
-            if not isinstance(node, torch.fx.Node) or node.op != "call_function":
-                return f"op {index + 1} of the chain is not an operator call"
-            if str(node.target) not in chain[index]:
-                return (
-                    f"op {index + 1} is {node.target}, the rule needs {' or '.join(chain[index])}"
-                )
-            if node in claimed:
-                return f"{node.name} already belongs to another match"
-            problem = provenance_problem(node, where[index])
-            if problem:
-                return f"{node.name}: {problem}"
-            key = _innermost_key(node)
-            if (
-                index + 1 < len(chain)
-                and groups[index] == groups[index + 1]
-                and key != previous_key
-            ):
-                return f"{node.name} is not in the same module call as its successor"
-            previous_key = key
-            if index == 0:
-                return None
-            producer = node.args[0] if node.args else None
+        found = self.walk(rule, last, claimed)
+        return None if isinstance(found, list) else found
+
+    def walk(
+        self, rule: Rule, last: torch.fx.Node, claimed: set[torch.fx.Node]
+    ) -> list[torch.fx.Node] | str:
+        """The nodes of ``rule``'s chain ending at ``last`` (forward order), or why not."""
+        found = self._walk_back(rule, last, len(rule.chain) - 1, claimed, None)
+        if isinstance(found, str):
+            return found
+        found.reverse()
+        if rule.policy.input_shapes == "equal" and not _equal_tensor_inputs(found[0]):
+            return "its inputs are not tensors of one shape (input_shapes: equal)"
+        return found
+
+    def _walk_back(
+        self, rule: Rule, node: Any, index: int, claimed: set, successor_key: Any
+    ) -> list[torch.fx.Node] | str:
+        chain = rule.chain
+        if not isinstance(node, torch.fx.Node) or node.op != "call_function":
+            return f"op {index + 1} of the chain is not an operator call"
+        if str(node.target) not in chain[index]:
+            return f"op {index + 1} is {node.target}, the rule needs {' or '.join(chain[index])}"
+        if node in claimed:
+            return f"{node.name} already belongs to another match"
+        problem = provenance_problem(node, rule.where[index])
+        if problem:
+            return f"{node.name}: {problem}"
+        key = _innermost_key(node)
+        if (
+            index + 1 < len(chain)
+            and rule.groups[index] == rule.groups[index + 1]
+            and key != successor_key
+        ):
+            return f"{node.name} is not in the same module call as its successor"
+        if index == 0:
+            return [node]
+        reason = "no input"
+        for producer in self.producers(rule, node):
             if isinstance(producer, torch.fx.Node) and len(producer.users) != 1:
-                return f"{producer.name} has {len(producer.users)} users; a chain needs exactly one"
-            node = producer
-        return None
+                reason = (
+                    f"{producer.name} has {len(producer.users)} users; a chain needs exactly one"
+                )
+                continue
+            found = self._walk_back(rule, producer, index - 1, claimed, key)
+            if isinstance(found, list):
+                return [node, *found]
+            reason = found
+        return reason
+
+    def producers(self, rule: Rule, node: torch.fx.Node) -> list[Any]:
+        """The arguments the chain may link through: the first (``chain_input: first``), or
+        every tensor argument, earliest producer first (``any``: conv + add either way)."""
+        if rule.policy.chain_input == "first":
+            return [node.args[0] if node.args else None]
+        candidates = [arg for arg in node.args if isinstance(arg, torch.fx.Node)]
+        return sorted(candidates, key=lambda arg: self._order.get(arg, -1))
 
     def explain(self, model: torch.fx.GraphModule) -> Iterator[Verdict]:
         """Per operator node: the rule that annotated it, or why none did."""
@@ -227,19 +262,19 @@ class TableQuantizer(Quantizer):
             target = str(node.target)
             if node in owner:
                 match = owner[node]
-                yield Verdict(node.name, target, match.rule["label"], _annotated_reason(match))
+                yield Verdict(node.name, target, match.rule.label, _annotated_reason(match))
                 continue
-            rules = [rule for rule in self._rules if any(target in alts for alts in rule["chain"])]
+            rules = [rule for rule in self.rules if any(target in alts for alts in rule.chain)]
             if not rules:
                 yield Verdict(node.name, target, None, "no rule of the spec has this ATen op")
                 continue
             reasons = []
             for rule in rules:
-                if target in rule["chain"][-1]:
+                if target in rule.chain[-1]:
                     reason = self.why_not(rule, node, claimed - {node})
                 else:
                     reason = "the op is not the last of this chain and no chain ends here"
-                reasons.append(f"{rule['label']}: {reason}")
+                reasons.append(f"{rule.label}: {reason}")
             yield Verdict(node.name, target, None, "; ".join(reasons))
 
     # --- annotation helpers used by _Annotator -----------------------------------------------
@@ -251,19 +286,56 @@ class TableQuantizer(Quantizer):
         return None if name is None or self._dynamic[name] else self._dtypes[name]
 
 
-def _walk_chain(rule: dict[str, Any], last: torch.fx.Node) -> list[torch.fx.Node]:
-    nodes = [last]
-    for _ in range(len(rule["chain"]) - 1):
-        nodes.append(nodes[-1].args[0])
-    nodes.reverse()
-    return nodes
+def _equal_tensor_inputs(node: torch.fx.Node) -> bool:
+    """Whether every activation argument of ``node`` is a float tensor, all of one shape."""
+    names = _argument_names(node)
+    values = []
+    for index, arg in enumerate(node.args):
+        name = names[index] if index < len(names) else ""
+        if name in _WEIGHT_ARGS or name in _SKIPPED_ARGS or name == "alpha":
+            continue
+        if not _is_float_tensor(arg):
+            return False
+        values.append(tuple(arg.meta["val"].shape))
+    return len(set(values)) == 1
+
+
+def _scalars_to_tensors(model: torch.fx.GraphModule, targets: set[str]) -> None:
+    """Number arguments that the schema types as Tensor (``x * 2.0``) become constant buffers,
+    so they are observed and quantized like any other input (XNNPACKQuantizer's
+    ``_convert_scalars_to_attrs``)."""
+    count = 0
+    for node in list(model.graph.nodes):
+        if node.op != "call_function" or str(node.target) not in targets:
+            continue
+        schema = getattr(node.target, "_schema", None)
+        if schema is None or "val" not in node.meta:
+            continue
+        args = list(node.args)
+        for index, arg in enumerate(args):
+            tensor_typed = index < len(schema.arguments) and str(
+                schema.arguments[index].type
+            ).startswith("Tensor")
+            if not tensor_typed or isinstance(arg, bool) or not isinstance(arg, (int, float)):
+                continue
+            while hasattr(model, f"_bespec_scalar_{count}"):
+                count += 1
+            name = f"_bespec_scalar_{count}"
+            value = torch.tensor(float(arg))
+            model.register_buffer(name, value)
+            with model.graph.inserting_before(node):
+                constant = model.graph.create_node("get_attr", name, (), {})
+            constant.meta["val"] = node.meta["val"].fake_mode.from_tensor(value, static_shapes=True)
+            args[index] = constant
+        node.args = tuple(args)
+    model.recompile()
 
 
 def _annotated_reason(match: Match) -> str:
     rule = match.rule
-    if rule.get("reason"):
-        return f"claimed but left in float: {rule['reason']}"
-    return f"annotated ({rule['observation']})"
+    if rule.reason:
+        return f"claimed but left in float: {rule.reason}"
+    return f"annotated ({rule.observation})"
 
 
 def _innermost(node: torch.fx.Node) -> tuple[str, str] | None:
@@ -336,6 +408,9 @@ class _Annotator:
         self.quantizer = quantizer
         #: node -> dtype name of its quantized output (what FX would find already observed).
         self.observed: dict[torch.fx.Node, str] = {}
+        #: nodes whose output counts as quantized for a consumer's ``quantize`` policy: the
+        #: observed ones and those of ``output: if_consumer_quantized`` rules.
+        self.quantized: set[torch.fx.Node] = set()
 
     def run(self, graph: torch.fx.Graph, matches: list[Match]) -> None:
         for match in matches:
@@ -345,59 +420,93 @@ class _Annotator:
 
     def observation(self, match: Match) -> str:
         rule, first = match.rule, match.nodes[0]
-        by_count = rule.get("by_num_args") or {}
-        if by_count:
+        if rule.by_num_args:
             count = sum(1 for arg in _flat_args(first) if _is_float_tensor(arg))
-            return by_count.get(str(count), rule["observation"])
-        return rule["observation"]
+            return dict(rule.by_num_args).get(count, rule.observation)
+        return rule.observation
+
+    def wanted(self, policy: Policy, inputs: list[torch.fx.Node]) -> bool:
+        """The rule's ``quantize`` policy on these activation inputs."""
+        if policy.quantize == "if_input_quantized":
+            return bool(inputs) and inputs[0] in self.quantized
+        if policy.quantize == "if_all_inputs_quantized":
+            return bool(inputs) and all(arg in self.quantized for arg in inputs)
+        return True
 
     def annotate(self, match: Match) -> None:
         rule = match.rule
-        if rule.get("reason") or rule["input"] is None:
+        if rule.reason or rule.input is None:
             return
         observation = self.observation(match)
         if observation == "none":
             return
         first, last = match.nodes[0], match.nodes[-1]
         inputs = self.activation_inputs(first)
-        if rule.get("quantize") == "if_input_quantized" and not (
-            inputs and inputs[0] in self.observed
-        ):
+        if not self.wanted(rule.policy, inputs):
             return
-        in_name = rule["input"]
-        in_dtype = self.quantizer.dtype(in_name)
+        in_dtype = self.quantizer.dtype(rule.input)
         if observation == "share" and not (inputs and _shares_in_graph(inputs[0], in_dtype)):
             observation = "different"
         qspec_map = first.meta["quantization_annotation"].input_qspec_map
         self.annotate_weights(first, rule, qspec_map)
-        for index, arg in enumerate(inputs):
-            if observation == "share" and index > 0:
-                qspec_map[arg] = SharedQuantizationSpec((inputs[0], first))
-                self.repoint(arg, (inputs[0], first))
-            elif in_dtype is not None and self.observed.get(arg) == in_dtype:
-                qspec_map[arg] = SharedQuantizationSpec(arg)
+        root = None
+        if observation == "share":
+            # The group's root is an already observed input if there is one: torchao creates
+            # a shared observer where the group first appears in graph order, so that place
+            # must hold a real spec: the first input as FX does, unless it is float and another
+            # is observed (that producer pointing at the float input's edge of cat asserts, B2);
+            # then the earliest observed one: the same group, the same observer.
+            observed = [arg for arg in inputs if self.observed.get(arg) == in_dtype]
+            order = self.quantizer._order
+            root = inputs[0]
+            if observed and root not in observed:
+                root = min(observed, key=lambda arg: order.get(arg, -1))
+            inputs = [root, *(arg for arg in inputs if arg is not root)]
+        for arg in inputs:
+            if root is not None and arg is not root:
+                qspec_map[arg] = SharedQuantizationSpec((root, first))
+                self.repoint(arg, (root, first))
             else:
-                qspec_map[arg] = self.quantizer.spec(in_name)
-        self.annotate_output(last, rule, observation, inputs, first)
+                self.annotate_input(qspec_map, arg, rule.input, in_dtype)
+        if rule.policy.extra_inputs == "quantized":
+            self.annotate_extra_inputs(match, rule.input, in_dtype)
+        self.annotate_output(last, rule, observation, (root, first))
 
-    def annotate_output(self, last, rule, observation, inputs, first) -> None:
-        out_name = rule["output"]
-        out_dtype = self.quantizer.dtype(out_name)
-        if out_name is None or out_dtype is None:
+    def annotate_input(self, qspec_map: dict, arg: Any, name: str, dtype: str | None) -> None:
+        if dtype is not None and self.observed.get(arg) == dtype:
+            qspec_map[arg] = SharedQuantizationSpec(arg)
+        else:
+            qspec_map[arg] = self.quantizer.spec(name)
+
+    def annotate_extra_inputs(self, match: Match, name: str, dtype: str | None) -> None:
+        """``extra_inputs: quantized``: the later ops' inputs other than the chain link."""
+        for previous, node in zip(match.nodes, match.nodes[1:], strict=False):
+            qspec_map = node.meta["quantization_annotation"].input_qspec_map
+            for arg in self.activation_inputs(node):
+                if arg is not previous:
+                    self.annotate_input(qspec_map, arg, name, dtype)
+
+    def annotate_output(self, last, rule: Rule, observation: str, shared_edge: tuple) -> None:
+        policy = rule.policy.output
+        if policy == "if_consumer_quantized":
+            self.quantized.add(last)
+        out_dtype = self.quantizer.dtype(rule.output)
+        if policy != "always" or rule.output is None or out_dtype is None:
             return
         annotation = last.meta["quantization_annotation"]
         if observation == "share":
-            annotation.output_qspec = SharedQuantizationSpec((inputs[0], first))
+            annotation.output_qspec = SharedQuantizationSpec(shared_edge)
         else:
-            annotation.output_qspec = self.quantizer.spec(out_name)
+            annotation.output_qspec = self.quantizer.spec(rule.output)
         self.observed[last] = out_dtype
+        self.quantized.add(last)
 
-    def annotate_weights(self, node: torch.fx.Node, rule: dict[str, Any], qspec_map) -> None:
+    def annotate_weights(self, node: torch.fx.Node, rule: Rule, qspec_map) -> None:
         names = _argument_names(node)
         for index, arg in enumerate(node.args):
             name = names[index] if index < len(names) else ""
-            if name in _WEIGHT_ARGS and _is_float_tensor(arg) and rule.get("weight"):
-                qspec_map[arg] = self.quantizer.spec(rule["weight"])
+            if name in _WEIGHT_ARGS and _is_float_tensor(arg) and rule.weight:
+                qspec_map[arg] = self.quantizer.spec(rule.weight)
 
     def activation_inputs(self, node: torch.fx.Node) -> list[torch.fx.Node]:
         """Float tensor inputs of ``node`` other than weights, biases and BN statistics."""

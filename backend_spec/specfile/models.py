@@ -60,6 +60,7 @@ OBSERVER_FIELDS: tuple[str, ...] = (
 PT2E_PATTERN_FIELDS: tuple[str, ...] = ("aten", "quantize")
 
 _V2 = {"x-since": 2}
+_V3 = {"x-since": 3}
 
 OBSERVATION_TYPES = (
     "output_use_different_observer_as_input",
@@ -528,8 +529,12 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
     """One supported op pattern (torch's ``BackendPatternConfig``)."""
 
     def since(self) -> list[tuple[tuple[str | int, ...], int]]:
-        """Values (not keys) that need a newer format: nested items in a forward pattern."""
-        return [(("pattern", i), 2) for i in nested_forward_items(self.pattern)]
+        """Values (not keys) that need a newer format: nested items in a forward pattern, the
+        version 3 ``quantize`` value."""
+        found = [(("pattern", i), 2) for i in nested_forward_items(self.pattern)]
+        if self.quantize == "if_all_inputs_quantized":
+            found.append((("quantize",), 3))
+        return found
 
     aten: list[Annotated[list[AtenOps], Field(min_length=1, max_length=8)]] | None = Field(
         None,
@@ -539,11 +544,43 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
         json_schema_extra=_V2,
         max_length=16,
     )
-    quantize: Literal["always", "if_input_quantized"] | None = Field(
+    quantize: Literal["always", "if_input_quantized", "if_all_inputs_quantized"] | None = Field(
         None,
-        description="pt2e (version 2): quantize always (default) or only when the first input "
-        "is already quantized (pooling, cat, flatten in X86InductorQuantizer's recipe).",
+        description="pt2e (version 2): quantize always (default), only when the first input "
+        "is already quantized, or (version 3) only when every input is (pooling, cat, flatten "
+        "in X86InductorQuantizer's recipe).",
         json_schema_extra=_V2,
+    )
+    output: Literal["always", "never", "if_consumer_quantized"] | None = Field(
+        None,
+        description="pt2e (version 3): observe the pattern's output always (default), never, or "
+        "if_consumer_quantized: not here, but it counts as quantized for consumers that "
+        "quantize their input (X86's int8 in, fp32 out).",
+        json_schema_extra=_V3,
+    )
+    extra_inputs: Literal["float", "quantized"] | None = Field(
+        None,
+        description="pt2e (version 3): the inputs of the pattern's later ops that are not the "
+        "previous op (the other input of conv + add): float (default) or quantized.",
+        json_schema_extra=_V3,
+    )
+    chain_input: Literal["first", "any"] | None = Field(
+        None,
+        description="pt2e (version 3): each op reads the previous one as its first argument "
+        "(default), or as any argument (x + conv(y)).",
+        json_schema_extra=_V3,
+    )
+    input_shapes: Literal["any", "equal"] | None = Field(
+        None,
+        description="pt2e (version 3): any (default), or equal: the first op's inputs must be "
+        "tensors of one shape (no scalar, no broadcast), else the entry does not match.",
+        json_schema_extra=_V3,
+    )
+    scalars: Literal["keep", "tensor"] | None = Field(
+        None,
+        description="pt2e (version 3): number arguments of the first op stay numbers (default) "
+        "or become constant tensors that are quantized like any input (XNNPACK's x * 2.0).",
+        json_schema_extra=_V3,
     )
 
     @model_validator(mode="after")
@@ -585,8 +622,9 @@ class SpecModel(_Strict):
         json_schema_extra={"patternProperties": {"^x-": {}}},
     )
 
-    spec_version: Literal[1, 2] = Field(
-        1, description="The format version: 1 (default), or 2 for the keys marked x-since 2."
+    spec_version: Literal[1, 2, 3] = Field(
+        1,
+        description="The format version: 1 (default), 2 or 3 for the keys marked x-since 2 / 3.",
     )
 
     @field_validator("spec_version", mode="before")
@@ -644,41 +682,46 @@ def _since(info: Any) -> int:
     return extra.get(SINCE, 1) if isinstance(extra, dict) else 1
 
 
-def version_2_uses(node: Any, path: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
-    """Where a validated spec (or part of it) uses something of format version 2.
+def version_uses(
+    node: Any, path: tuple[str | int, ...] = ()
+) -> list[tuple[tuple[str | int, ...], int]]:
+    """Where a validated spec (or part of it) uses something of format version 2 or later,
+    with that version.
 
-    Generic over the models: a field declared with ``json_schema_extra={"x-since": 2}`` that
+    Generic over the models: a field declared with ``json_schema_extra={"x-since": N}`` that
     is set, anywhere in the tree, plus the values a model's ``since()`` reports.
     """
-    found: list[tuple[str | int, ...]] = []
+    found: list[tuple[tuple[str | int, ...], int]] = []
     if isinstance(node, BaseModel):
         for name, info in type(node).model_fields.items():
             value = getattr(node, name)
             if value is not None and _since(info) >= 2 and name in node.model_fields_set:
-                found.append((*path, name))
+                found.append(((*path, name), _since(info)))
                 continue
-            found += version_2_uses(value, (*path, name))
+            found += version_uses(value, (*path, name))
         since = getattr(node, "since", None)
         if callable(since):
-            found += [(*path, *where) for where, version in since() if version >= 2]
+            found += [((*path, *where), version) for where, version in since() if version >= 2]
     elif isinstance(node, dict):
         for key, value in node.items():
-            found += version_2_uses(value, (*path, key))
+            found += version_uses(value, (*path, key))
     elif isinstance(node, (list, tuple)):
         for i, value in enumerate(node):
-            found += version_2_uses(value, (*path, i))
+            found += version_uses(value, (*path, i))
     return found
 
 
-def version_2_keys() -> frozenset[str]:
-    """Every key that some model of the format declares as version 2 (``x-since: 2``)."""
-    keys: set[str] = set()
+def keys_since() -> dict[str, int]:
+    """Every key that some model of the format declares as version 2 or later, with it."""
+    keys: dict[str, int] = {}
     pending: list[type[BaseModel]] = [_Strict]
     while pending:
         model = pending.pop()
         pending += model.__subclasses__()
-        keys.update(name for name, info in model.model_fields.items() if _since(info) >= 2)
-    return frozenset(keys)
+        for name, info in model.model_fields.items():
+            if _since(info) >= 2:
+                keys[name] = max(keys.get(name, 0), _since(info))
+    return keys
 
 
 def json_schema() -> dict[str, Any]:

@@ -26,7 +26,7 @@ from backend_spec.specfile.models import (
     FunctionForm,
     PatternModel,
     SpecModel,
-    version_2_uses,
+    version_uses,
 )
 from backend_spec.specfile.source import KeyPath, SourceDoc
 
@@ -84,17 +84,17 @@ def validate(doc: SourceDoc) -> tuple[SpecModel | None, list[Diagnostic]]:
 
 
 def _version_problems(doc: SourceDoc, spec: SpecModel) -> list[Diagnostic]:
-    """Version 2 keys and values in a file that says (or defaults to) spec_version 1."""
-    if spec.spec_version >= 2:
-        return []
+    """Keys and values of a newer format version than the file says (or defaults to)."""
     return [
         doc.diagnostic(
             path,
             codes.VERSION_2_KEY,
-            f"{format_key_path(path)} needs format version 2; this file is spec_version 1",
-            "set spec_version: 2",
+            f"{format_key_path(path)} needs format version {version}; "
+            f"this file is spec_version {spec.spec_version}",
+            f"set spec_version: {version}",
         )
-        for path in version_2_uses(spec)
+        for path, version in version_uses(spec)
+        if version > spec.spec_version
     ]
 
 

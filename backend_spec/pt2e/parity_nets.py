@@ -1,0 +1,159 @@
+"""Models for comparing a spec's quantizer with a hand-written pt2e Quantizer.
+
+Each exercises something the shipped ports (``specs/xnnpack.yaml``, ``specs/x86_inductor.yaml``)
+must get right: fusions written as modules and as functions, residual adds (conv + add with the
+other input, L2), cat of a float and a quantized input (B2), propagation through pooling and
+flatten only when every input is quantized (L3), outputs left float unless a consumer quantizes
+them (L1), scalar and broadcast multiplications, and a transformer block. Every factory is
+deterministic and returns ``(model.eval(), example_inputs)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from backend_spec._torch import torch
+from backend_spec.pt2e.nets import _build
+
+nn = torch.nn
+F = torch.nn.functional
+
+
+class ConvBnRelu(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1, self.bn1, self.relu = (
+            nn.Conv2d(3, 8, 3, padding=1),
+            nn.BatchNorm2d(8),
+            nn.ReLU(),
+        )
+        self.conv2, self.bn2 = nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8)
+        self.conv3 = nn.Conv2d(8, 4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.relu(self.bn1(self.conv1(x)))
+        x = F.relu(self.bn2(self.conv2(x)))
+        return self.conv3(x)
+
+
+class Mlp(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.act = nn.Linear(16, 32), nn.ReLU()
+        self.fc2, self.fc3, self.fc4 = nn.Linear(32, 32), nn.Linear(32, 16), nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.act(self.fc1(x))
+        x = F.relu(self.fc2(x))
+        x = torch.tanh(self.fc3(x))
+        return self.fc4(x)
+
+
+class Residual(nn.Module):
+    """conv + identity add (+ relu), a downsampling branch, ``+=`` and ``torch.add``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem, self.relu = nn.Conv2d(3, 8, 3, padding=1), nn.ReLU()
+        self.conv1, self.bn1 = nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 16, 3, stride=2, padding=1)
+        self.down = nn.Conv2d(8, 16, 1, stride=2)
+        self.conv3 = nn.Conv2d(16, 16, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.relu(self.stem(x))
+        y = self.relu(self.bn1(self.conv1(x)) + x)
+        z = self.conv2(y)
+        z += self.down(y)
+        return torch.add(self.conv3(z), z)
+
+
+class Cat(nn.Module):
+    """cat of two quantized convs, and cat of a float op with a quantized one (B2)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Conv2d(3, 4, 3, padding=1), nn.Conv2d(3, 4, 1)
+        self.c, self.relu = nn.Conv2d(8, 8, 1), nn.ReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.cat([self.a(x), self.b(x)], 1)
+        z = torch.cat([torch.sigmoid(y), self.relu(self.c(y))], 1)
+        return torch.cat([z, torch.tanh(z)], 1)
+
+
+class PoolAct(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 8, 3, padding=1)
+        self.pool, self.avg = nn.MaxPool2d(2), nn.AvgPool2d(2)
+        self.hardtanh, self.relu6 = nn.Hardtanh(), nn.ReLU6()
+        self.gap, self.fc = nn.AdaptiveAvgPool2d(1), nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.pool(self.hardtanh(self.conv1(x)))
+        x = self.avg(self.relu6(self.conv2(x)))
+        x = torch.flatten(self.gap(F.hardswish(x)), 1)
+        return self.fc(x)
+
+
+class TransformerBlock(nn.Module):
+    def __init__(self, dim: int = 16, heads: int = 2) -> None:
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.q, self.k, self.v = nn.Linear(dim, dim), nn.Linear(dim, dim), nn.Linear(dim, dim)
+        self.proj = nn.Linear(dim, dim)
+        self.fc1, self.gelu, self.fc2 = nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        h = self.norm1(x)
+        q, k, v = (
+            m(h).view(b, t, self.heads, -1).transpose(1, 2) for m in (self.q, self.k, self.v)
+        )
+        attn = torch.softmax(torch.matmul(q, k.transpose(-2, -1)) * 0.5, dim=-1)
+        out = torch.matmul(attn, v).transpose(1, 2).reshape(b, t, d)
+        x = x + self.proj(out)
+        return x + self.fc2(self.gelu(self.fc1(self.norm2(x))))
+
+
+class Policies(nn.Module):
+    """L1-L3 and the multiplication cases: a conv read by a float op and a quantized one, a
+    conv + add whose other input is a graph input, mul of equal shapes, with a broadcast and with
+    a scalar, a linear + add, and max-pool / cat / flatten after float and quantized inputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 8, 1)
+        self.conv3, self.pool = nn.Conv2d(8, 8, 1), nn.MaxPool2d(2)
+        self.fc1, self.fc2 = nn.Linear(64, 16), nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
+        y = self.conv1(x)
+        a, b = torch.sigmoid(y), self.pool(y)
+        c = self.conv2(b) + self.pool(skip)
+        d = self.conv3(c) * c
+        e = (d * 2.0) * torch.sigmoid(d.mean((2, 3), keepdim=True))
+        f = torch.cat([self.pool(a), e], 1).mean(1)
+        g = torch.flatten(self.pool(torch.sigmoid(f)), 1)
+        h = self.fc1(torch.flatten(f, 1)) + g
+        return self.fc2(F.relu(h))
+
+
+def _policies() -> tuple[nn.Module, tuple]:
+    model, (x,) = _build(Policies, 2, 3, 16, 16)
+    gen = torch.Generator().manual_seed(7)
+    return model, (x, torch.randn(2, 8, 16, 16, generator=gen))
+
+
+#: name -> factory returning ``(model.eval(), example_inputs)``.
+PARITY_NETS: dict[str, Callable[[], tuple[nn.Module, tuple]]] = {
+    "conv_bn_relu": lambda: _build(ConvBnRelu, 2, 3, 16, 16),
+    "mlp": lambda: _build(Mlp, 4, 16),
+    "residual": lambda: _build(Residual, 2, 3, 16, 16),
+    "cat": lambda: _build(Cat, 2, 3, 16, 16),
+    "pool_act": lambda: _build(PoolAct, 2, 3, 16, 16),
+    "transformer": lambda: _build(TransformerBlock, 2, 6, 16),
+    "policies": _policies,
+}

@@ -1,0 +1,135 @@
+"""The pt2e rule table's types: what :mod:`.rules` compiles and :mod:`.runtime` interprets.
+
+Plain frozen dataclasses over plain values, so a table is also plain data (``to_data`` /
+``Table.from_data``) that ``bespec compile --target pt2e`` writes as a Python literal. This module
+imports nothing outside the standard library: the compiled standalone module inlines it.
+
+Table format 2 adds the per-rule :class:`Policy` (spec_version 3 keys): when the rule quantizes,
+whether its output is observed, how its chain links and what its other inputs get.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+#: Version of the table layout the runtime reads (2: rules carry a ``policy``).
+TABLE_FORMAT = 2
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How a rule places observers beyond FX's defaults (the defaults are FX's behaviour).
+
+    * ``quantize``: ``always``; ``if_input_quantized`` (the first input's producer is quantized);
+      ``if_all_inputs_quantized`` (every activation input's producer is).
+    * ``output``: ``always`` observed; ``never``; ``if_consumer_quantized`` (not observed here,
+      but the node counts as quantized for its consumers' ``quantize`` policy, and a consumer
+      that quantizes its input observes the edge: "int8 in, fp32 out").
+    * ``extra_inputs``: what the inputs of the chain's later ops that are not the chain link
+      get (conv + add: the add's other input): ``float`` or ``quantized``.
+    * ``chain_input``: ``first`` (each op reads the previous one as its first argument) or
+      ``any`` argument.
+    * ``input_shapes``: ``any``, or ``equal`` (the first op's activation inputs are tensors of one
+      shape; a scalar or a broadcast leaves the node to other rules).
+    * ``scalars``: ``keep``, or ``tensor`` (number arguments of the first op become constant
+      tensors before annotation and are quantized like any input).
+    """
+
+    quantize: str = "always"
+    output: str = "always"
+    extra_inputs: str = "float"
+    chain_input: str = "first"
+    input_shapes: str = "any"
+    scalars: str = "keep"
+
+
+#: Every policy key with its allowed values, the default first (the spec format's source too).
+POLICY_VALUES: dict[str, tuple[str, ...]] = {
+    "quantize": ("always", "if_input_quantized", "if_all_inputs_quantized"),
+    "output": ("always", "never", "if_consumer_quantized"),
+    "extra_inputs": ("float", "quantized"),
+    "chain_input": ("first", "any"),
+    "input_shapes": ("any", "equal"),
+    "scalars": ("keep", "tensor"),
+}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One pattern entry as ATen: its chain and how each node was written, and what to observe.
+
+    ``chain[i]`` lists the ATen overloads op ``i`` may be; ``where[i]`` says how it must have
+    been written (module class or callable kinds; ``None``: any way); ``groups[i]`` numbers the
+    spec op it came from. ``input``/``output``/``weight`` name specs of the table (``None``:
+    float). A rule with a ``reason`` claims its nodes but leaves them float.
+    """
+
+    label: str
+    chain: tuple[tuple[str, ...], ...]
+    where: tuple[Any, ...]
+    groups: tuple[int, ...]
+    observation: str = "none"
+    by_num_args: tuple[tuple[int, str], ...] = ()
+    input: str | None = None
+    output: str | None = None
+    weight: str | None = None
+    reason: str = ""
+    policy: Policy = field(default_factory=Policy)
+
+    def to_data(self) -> dict[str, Any]:
+        """The rule as JSON-able plain data."""
+        data = asdict(self)
+        data["chain"] = [list(alts) for alts in self.chain]
+        data["where"] = list(self.where)
+        data["groups"] = list(self.groups)
+        data["by_num_args"] = {str(n): obs for n, obs in self.by_num_args}
+        data["policy"] = {k: v for k, v in asdict(self.policy).items() if v != POLICY_VALUES[k][0]}
+        return data
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> Rule:
+        return cls(
+            label=data["label"],
+            chain=tuple(tuple(alts) for alts in data["chain"]),
+            where=tuple(data["where"]),
+            groups=tuple(data["groups"]),
+            observation=data.get("observation", "none"),
+            by_num_args=tuple((int(n), o) for n, o in (data.get("by_num_args") or {}).items()),
+            input=data.get("input"),
+            output=data.get("output"),
+            weight=data.get("weight"),
+            reason=data.get("reason", ""),
+            policy=Policy(**(data.get("policy") or {})),
+        )
+
+    @property
+    def key(self) -> tuple:
+        """What makes two rules the same match: their chain and provenance."""
+        return (self.chain, repr(self.where))
+
+
+@dataclass(frozen=True)
+class Table:
+    """Specs (name -> plain spec data) and rules, longest chain first, then spec order."""
+
+    specs: dict[str, dict[str, Any]]
+    rules: tuple[Rule, ...]
+    format: int = TABLE_FORMAT
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "format": self.format,
+            "specs": self.specs,
+            "rules": [rule.to_data() for rule in self.rules],
+        }
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> Table:
+        if data.get("format") != TABLE_FORMAT:
+            raise ValueError(
+                f"rule table format {data.get('format')!r}, this runtime reads {TABLE_FORMAT}: "
+                "recompile the spec"
+            )
+        rules = tuple(Rule.from_data(rule) for rule in data["rules"])
+        return cls(specs=data["specs"], rules=rules)
