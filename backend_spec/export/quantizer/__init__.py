@@ -18,7 +18,6 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
-import json
 import os
 import tempfile
 from collections.abc import Callable, Iterable
@@ -26,37 +25,46 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from backend_spec._torch import quiet
 from backend_spec.export.quantizer.infer import Gap, Inferred, infer
-from backend_spec.export.quantizer.verify import ModelResult, compare_models
+from backend_spec.export.quantizer.verify import BranchResult, compare_runs, run
 
 __all__ = ["QuantizerExport", "export_quantizer", "is_quantizer", "quantizer_factory"]
 
-#: Bumped whenever the probe boards or the probe data layout change (old cache entries die).
+#: Bumped whenever the probe suite changes (old cache entries are then never read).
 PROBE_FORMAT = 1
 
 
 @dataclass
 class QuantizerExport:
-    """The spec text, what was inferred, and how each verification model compared."""
+    """The spec text, what was inferred, and how each branch compared."""
 
     text: str
     inferred: Inferred
-    results: list[ModelResult] = field(default_factory=list)
+    #: The verification models (built-in and the caller's), one result each.
+    models: list[BranchResult] = field(default_factory=list)
+    #: The probes (one unit in one context each), one result each.
+    probes: list[BranchResult] = field(default_factory=list)
+    #: A crash of either quantizer on the suite ("quantizer: ..." / "spec: ...").
+    error: str = ""
 
     @property
     def matched(self) -> int:
-        return sum(result.identical for result in self.results)
+        return sum(result.identical for result in self.models)
 
     @property
     def ok(self) -> bool:
-        return self.matched == len(self.results)
+        every = self.models + self.probes
+        return not self.error and all(result.identical for result in every)
 
     def differing_ops(self) -> dict[str, list[str]]:
-        """ATen op -> one line per differing node (``model: node: what``), over all models."""
+        """ATen op -> one line per differing node (``branch: node: what``), models first."""
         found: dict[str, list[str]] = {}
-        for result in self.results:
+        for result in self.models + self.probes:
             for op, lines in result.differences.items():
-                found.setdefault(op, []).extend(f"{result.name}: {line}" for line in lines)
+                found.setdefault(op, []).extend(f"{result.label}: {line}" for line in lines)
+            if not result.outputs_equal and not result.differences:
+                found.setdefault("(outputs)", []).append(f"{result.label}: outputs differ")
         return found
 
     def gaps(self) -> list[Gap]:
@@ -73,7 +81,7 @@ def is_quantizer(obj: Any) -> bool:
 
 def quantizer_factory(obj: Any) -> Callable[[], Any]:
     """A factory of fresh quantizers: annotating may change a quantizer's state, so every
-    probe and model gets its own copy of an instance."""
+    run gets its own copy of an instance."""
     return functools.partial(copy.deepcopy, obj)
 
 
@@ -85,52 +93,55 @@ def export_quantizer(
     probe_models: Iterable[tuple[str, Any, tuple]] = (),
     cache_dir: Path | None = None,
 ) -> QuantizerExport:
-    """Probe, infer, write and verify; see the module docstring."""
-    from backend_spec.export import dump
+    """Probe, infer, write and verify; see the module docstring.
 
-    boards = _boards()
-    probed = _cached_probe(factory, boards, cache_dir)
-    inferred = infer(probed, {unit.key: unit.names for unit in boards.units}, name)
+    ``probe_models`` are ``(label, model, example_inputs)`` added to the verification set."""
+    from backend_spec.export import dump
+    from backend_spec.export.quantizer import probe
+
+    suite, branches, unit_names = _suite(cache_dir)
+    inputs = tuple(_suite_inputs())
+    recorder = probe.recording(factory())
+    original = run(suite, recorder, inputs)
+    if original.error:
+        raise ValueError(f"the quantizer fails on the probe suite: {original.error}")
+    probed = probe.by_context(recorder.snapshot, branches)
+    inferred = infer(probed, unit_names, name)
     text = dump(inferred.backend_config, fmt, name=name)
-    candidate = _spec_quantizer(text, fmt)
-    models = [(f"probe board ({c})", g, boards.boards.inputs) for c, g in _verify_boards(boards)]
-    models += [(label, *made) for label, made in _model_set()]
-    models += list(probe_models)
     result = QuantizerExport(text, inferred)
-    result.results = compare_models(factory, candidate, models)
+    candidate = _spec_quantizer(text, fmt)
+    spec_run = run(suite, candidate(), inputs)
+    if spec_run.error:
+        result.error = f"spec: {spec_run.error}"
+        return result
+    labels = [branch.label for branch in branches]
+    compared = compare_runs(suite, labels, original, spec_run)
+    result.models = [r for r, b in zip(compared, branches, strict=True) if b.unit is None]
+    result.probes = [r for r, b in zip(compared, branches, strict=True) if b.unit is not None]
+    result.models += _user_models(factory, candidate, list(probe_models), result)
     return result
 
 
-@dataclass
-class _Exported:
-    boards: Any
-    graphs: dict[str, Any]
-
-    @property
-    def units(self) -> Any:
-        return self.boards.units
-
-
-@functools.cache
-def _boards() -> _Exported:
-    """The probe boards, built and exported once per process (they do not depend on the
-    quantizer)."""
+def _user_models(factory: Callable[[], Any], candidate: Callable[[], Any],
+                 models: list[tuple[str, Any, tuple]], result: QuantizerExport) -> list:
+    """The caller's models, as a suite of their own (exported here, never cached)."""
     from backend_spec.export.quantizer import probe
 
-    boards = probe.build_units()
-    return _Exported(boards, {c: probe.export_board(boards, c) for c in probe.CONTEXTS})
-
-
-def _verify_boards(boards: _Exported) -> list[tuple[str, Any]]:
-    return [(c, boards.graphs[c]) for c in ("alone", "pre_post", "mixed")]
-
-
-def _model_set() -> list[tuple[str, tuple]]:
-    from backend_spec.export.quantizer.models import MODELS
-    from backend_spec.pt2e.nets import NETS
-
-    chosen = {**MODELS, "x86_net": NETS["x86_net"], "tutorial_net": NETS["tutorial_net"]}
-    return [(label, factory()) for label, factory in chosen.items()]
+    if not models:
+        return []
+    parts = probe.SuiteParts()
+    for label, model, example_inputs in models:
+        parts.add(probe.Branch(label), model, tuple(example_inputs))
+    try:
+        suite = probe.export_suite(parts).module()
+    except Exception as exc:  # noqa: BLE001 - the user's model, reported as such
+        raise ValueError(f"torch.export fails on the probe models: {exc}") from None
+    inputs = tuple(parts.inputs)
+    first, second = run(suite, factory(), inputs), run(suite, candidate(), inputs)
+    if first.error or second.error:
+        result.error = f"quantizer: {first.error}" if first.error else f"spec: {second.error}"
+        return []
+    return compare_runs(suite, [b.label for b in parts.branches], first, second)
 
 
 def _spec_quantizer(text: str, fmt: str) -> Callable[[], Any]:
@@ -144,57 +155,75 @@ def _spec_quantizer(text: str, fmt: str) -> Callable[[], Any]:
     return functools.partial(backend_spec.quantizer, backend_config)
 
 
-# --- the probe cache --------------------------------------------------------------------------
+@functools.cache
+def _parts() -> tuple[Any, dict[str, tuple[str, ...]]]:
+    """The probes of every unit in every context, then the verification models."""
+    from backend_spec.export.quantizer import probe
+    from backend_spec.export.quantizer.models import MODELS
+    from backend_spec.pt2e.nets import NETS
+
+    parts, unit_names = probe.probe_parts()
+    chosen = {**MODELS, "x86_net": NETS["x86_net"], "tutorial_net": NETS["tutorial_net"]}
+    for label, model_factory in chosen.items():
+        model, example_inputs = model_factory()
+        parts.add(probe.Branch(label), model, example_inputs)
+    return parts, unit_names
 
 
-def _cached_probe(factory: Callable[[], Any], boards: _Exported, cache_dir: Path | None) -> dict:
+def _suite_inputs() -> list[Any]:
+    return _parts()[0].inputs
+
+
+# --- the suite cache ---------------------------------------------------------------------------
+
+
+@functools.cache
+def _suite(cache_dir: Path | None) -> tuple[Any, list[Any], dict[str, tuple[str, ...]]]:
+    """(exported suite, its branches, unit key -> op names), the export cached on disk.
+
+    The suite does not depend on the quantizer, only on torch (and bespec's probes), so the
+    exported program is saved per torch version and :data:`PROBE_FORMAT`; a cache file that
+    cannot be read is rebuilt, one that cannot be written only costs time."""
+    import torch
+
     from backend_spec.export.quantizer import probe
 
-    key = identity(factory())
-    path = None if key is None else (cache_dir or default_cache_dir()) / f"{key}.json"
-    if path is not None and path.is_file():
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            pass
-    probed = probe.probe(factory, boards.boards, boards.graphs)
-    if path is not None:
-        _store(path, probed)
-    return probed
+    parts, unit_names = _parts()
+    key = hashlib.sha256(
+        f"{PROBE_FORMAT}\n{torch.__version__}\n{len(parts.branches)}".encode()
+    ).hexdigest()[:24]
+    path = (cache_dir or default_cache_dir()) / f"suite-{key}.pt2"
+    exported = _load(path)
+    if exported is None:
+        exported = probe.export_suite(parts)
+        _save(path, exported)
+    return exported.module(), parts.branches, unit_names
 
 
-def _store(path: Path, data: dict) -> None:
-    from backend_spec.files import WriteError, write_atomic
+def _load(path: Path) -> Any:
+    import torch
+
+    if not path.is_file():
+        return None
+    try:
+        with quiet():
+            return torch.export.load(path)
+    except Exception:  # noqa: BLE001 - a stale or broken cache is rebuilt
+        return None
+
+
+def _save(path: Path, exported: Any) -> None:
+    import torch
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, json.dumps(data, sort_keys=True))
-    except (OSError, WriteError):
-        pass  # a cache that cannot be written only costs time
+        temporary = path.with_name(f".{path.name}.{os.getpid()}")
+        torch.export.save(exported, temporary)
+        os.replace(temporary, path)
+    except Exception:  # noqa: BLE001 - a cache that cannot be written only costs time
+        pass
 
 
 def default_cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "bespec" / "quantizer-probes"
-
-
-def identity(quantizer: Any) -> str | None:
-    """A stable key for the quantizer's behaviour: versions, class and its state's repr.
-
-    ``None`` (no caching) when the state's repr is not stable across processes (it shows an
-    address, ``at 0x...``): then two different quantizers could not be told apart."""
-    import torch
-    import torchao
-
-    try:
-        state = repr(sorted(vars(quantizer).items(), key=lambda item: item[0]))
-    except TypeError:
-        return None
-    if " at 0x" in state or "object at" in state:
-        return None
-    cls = type(quantizer)
-    text = "\n".join(
-        [str(PROBE_FORMAT), torch.__version__, torchao.__version__,
-         f"{cls.__module__}.{cls.__qualname__}", state]
-    )
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]

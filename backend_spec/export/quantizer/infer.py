@@ -75,9 +75,15 @@ def infer(probed: dict[str, Any], unit_names: dict[str, tuple[str, ...]], name: 
     """A BackendConfig from :func:`.probe.probe`'s results (``unit_names``: key -> op names)."""
     builder = _Builder(name, _common_activation(probed))
     fusions = []
+    spellings: dict[str, list[str]] = {}
     for key, names in unit_names.items():
+        if "@" in key:
+            spellings.setdefault(key.split("@")[0], []).append(names[0])
+    for key, names in unit_names.items():
+        if "@" in key:
+            continue
         if len(names) == 1:
-            builder.single(key, names[0], probed)
+            builder.single(key, names[0], probed, spellings.get(key, []))
         else:
             fusions.append((key, names))
     for key, names in fusions:
@@ -104,13 +110,21 @@ class _Builder:
 
     # --- units --------------------------------------------------------------------------------
 
-    def single(self, key: str, name: str, probed: dict[str, Any]) -> None:
-        context, ops = _first_annotated(probed, key)
-        if context is None:
+    def single(self, key: str, name: str, probed: dict[str, Any], others: list[str]) -> None:
+        """One entry for the op however it is written; or, when the quantizer annotates some
+        spellings only, one entry per annotated spelling (matched by how it was written)."""
+        spelled = {name: key, **{other: f"{key}@{other}" for other in others}}
+        found = {n: _first_annotated(probed, k) for n, k in spelled.items()}
+        annotated = [n for n, (context, _ops) in found.items() if context is not None]
+        if not annotated:
             return
-        op = ops[0]
-        quantize = "always" if context == "alone" else "if_input_quantized"
-        self.add([op["target"]], [name], op, op, quantize)
+        any_spelling = len(annotated) == len(spelled)
+        for chosen in annotated if not any_spelling else [name]:
+            context, ops = found[chosen]
+            op = ops[0]
+            policy = {"quantize": _quantize_policy(probed, key, context)}
+            policy.update(_variant_policy(probed, key))
+            self.add([op["target"]], [chosen], op, op, policy, any_spelling=any_spelling)
 
     def fusion(self, key: str, names: tuple[str, ...], probed: dict[str, Any]) -> None:
         context, ops = _first_annotated(probed, key)
@@ -123,14 +137,16 @@ class _Builder:
         kept = [n for n in names if "BatchNorm" not in n] if len(names) > len(ops) else list(names)
         if len(kept) != len(ops):
             return
-        quantize = "always" if context == "alone" else "if_input_quantized"
-        self.add(targets, kept, ops[0], ops[-1], quantize)
+        policy = {"quantize": _quantize_policy(probed, key, context)}
+        if any(_extra_inputs(o) for o in ops[1:]):
+            policy.update(extra_inputs="quantized", chain_input="any")
+        self.add(targets, kept, ops[0], ops[-1], policy)
 
     # --- one entry ----------------------------------------------------------------------------
 
     def add(self, targets: list[str], names: list[str], first: dict[str, Any],
-            last: dict[str, Any], quantize: str) -> None:
-        chain_key = ">".join(targets)
+            last: dict[str, Any], policy: dict[str, str], any_spelling: bool = True) -> None:
+        chain_key = ">".join(targets) + ("" if any_spelling else f"@{names[0]}")
         if chain_key in self.seen_chains:
             return
         self.seen_chains.add(chain_key)
@@ -151,7 +167,8 @@ class _Builder:
         input_dtype = self.mapping(label, "input", act)
         output_dtype = input_dtype
         if output is None:
-            self.gap(label, "its output stays float while its inputs are quantized")
+            # "int8 in, fp32 out": observed only where a consumer quantizes it (X86's anchors).
+            policy["output"] = "if_consumer_quantized"
         elif output.get("kind") == "shared":
             if output["with"] not in (f"input:{act_position}", f"producer:{act_position}"):
                 self.gap(label, f"its output shares the qspec of {output['with']}")
@@ -173,10 +190,11 @@ class _Builder:
             is_dynamic=bool(act.get("is_dynamic")) or None,
         )
         pattern = names[0] if len(names) == 1 else tuple(names)
-        config = BackendPatternConfig(_resolve(pattern)).set_observation_type(observation)
+        resolved = _resolve(pattern) if any_spelling else _resolve_exact(names[0])
+        config = BackendPatternConfig(resolved).set_observation_type(observation)
         config.set_dtype_configs([dtype_config])
-        aten = [[_alternatives(target) for target in targets]]
-        set_pt2e_keys(config, aten, None if quantize == "always" else quantize)
+        aten = [[_alternatives(target) for target in targets]] if any_spelling else None
+        set_pt2e_keys(config, aten, {k: v for k, v in policy.items() if v != _DEFAULTS.get(k)})
         self.configs.append((len(targets), config))
         self.inferred.entries.append(label)
 
@@ -242,6 +260,47 @@ def _first_annotated(probed: dict[str, Any], key: str) -> tuple[str | None, list
     return None, []
 
 
+#: The policy values a spec need not write.
+_DEFAULTS = {"quantize": "always", "output": "always", "extra_inputs": "float",
+             "chain_input": "first", "input_shapes": "any", "scalars": "keep"}
+
+
+def _annotated(ops: list[dict[str, Any]]) -> bool:
+    return any(
+        any(v is not None for v in o["inputs"].values()) or o["output"] is not None for o in ops
+    )
+
+
+def _quantize_policy(probed: dict[str, Any], key: str, context: str) -> str:
+    """``always`` when annotated with float producers; else whether one quantized producer
+    (the ``mixed`` context: only the first input's) is enough or all inputs need one."""
+    if context == "alone":
+        return "always"
+    mixed = (probed.get("mixed") or {}).get(key, {}).get("ops", [])
+    return "if_input_quantized" if _annotated(mixed) else "if_all_inputs_quantized"
+
+
+def _variant_policy(probed: dict[str, Any], key: str) -> dict[str, str]:
+    """``scalars`` and ``input_shapes`` of a binary op, from its scalar / broadcast variants."""
+    alone = probed.get("alone") or {}
+    policy = {}
+    scalar = alone.get(f"{key}#scalar", {}).get("ops", [])
+    if any(o["inputs"].get("1") is not None for o in scalar):
+        policy["scalars"] = "tensor"
+    broadcast = alone.get(f"{key}#broadcast")
+    if broadcast is not None and _annotated(alone.get(key, {}).get("ops", [])) and not _annotated(
+        broadcast["ops"]
+    ):
+        policy["input_shapes"] = "equal"
+    return policy
+
+
+def _extra_inputs(op: dict[str, Any]) -> bool:
+    """Whether a later op of a chain quantizes an input besides the chain link (conv + add)."""
+    return any(p != "0" and q is not None and q.get("kind") == "observed"
+               for p, q in op["inputs"].items())
+
+
 def _common_activation(probed: dict[str, Any]) -> dict[str, Any] | None:
     """The observed activation-input qspec seen most often over every probe."""
     counts: dict[str, int] = {}
@@ -282,6 +341,12 @@ def _resolve(pattern: Any) -> Any:
     if isinstance(pattern, tuple):
         return tuple(resolve_name(_function_name(n)) for n in pattern)
     return resolve_name(_function_name(pattern))
+
+
+def _resolve_exact(name: str) -> Any:
+    from backend_spec.names.naming import resolve_name
+
+    return resolve_name(name)
 
 
 def _function_name(name: str) -> str:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import copy
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from backend_spec._torch import BackendPatternConfig, quiet, torch
@@ -31,6 +31,7 @@ from backend_spec._torch import BackendPatternConfig, quiet, torch
 nn = torch.nn
 
 CONTEXTS = ("alone", "pre", "mixed", "post", "pre_post")
+SPELLING_CONTEXTS = ("alone", "pre")
 
 #: Chains probed besides the packaged table's single ops: the fusions quantizers annotate as
 #: one unit (spec op names, forward order). The table's own multi-op chains come from fused
@@ -56,19 +57,26 @@ FUSION_CANDIDATES: tuple[tuple[str, ...], ...] = (
     ("operator.mul", "nn.ReLU"),
     ("nn.Conv2d", "operator.add"),
     ("nn.Conv2d", "operator.add", "nn.ReLU"),
-    ("nn.BatchNorm2d", "nn.ReLU"),
 )
 
-#: Ops of the table that are not worth a branch: they vanish or only move memory in place.
-_SKIPPED_OPS = ("aten.detach", "aten.resize_", "aten.dropout", "aten.embedding")
+#: Ops of the table that are not worth a branch: they vanish or only move memory in place, or
+#: (batch_norm) leave a BatchNorm that no conv folds, for which ``convert_pt2e`` re-exports
+#: ~100 conv-bn QAT patterns (minutes) although nothing is folded.
+_SKIPPED_OPS = ("aten.detach", "aten.resize_", "aten.dropout", "aten.embedding", "aten.batch_norm")
 
 
 @dataclass(frozen=True)
 class Unit:
-    """One probed thing: spec op names (forward order) and its ATen chain key."""
+    """One probed thing: spec op names (forward order) and its ATen chain key.
+
+    A *spelling* unit (``spelling=True``, key ``KEY@NAME``) is the same ATen op written another
+    way (``F.adaptive_avg_pool2d`` beside ``nn.AdaptiveAvgPool2d``): quantizers that match
+    source partitions annotate some spellings only. Spellings are probed alone and after a
+    quantized producer."""
 
     names: tuple[str, ...]
     key: str
+    spelling: bool = False
 
 
 @functools.cache
@@ -82,12 +90,22 @@ def units() -> tuple[Unit, ...]:
     by_key: dict[str, list[str]] = {}
     for name, described in _cached_table().items():
         chain = described.get("chain")
-        if not chain or len(chain) != 1 or chain[0][0].startswith(_SKIPPED_OPS):
+        if not chain or len(chain) != 1 or _skipped(chain[0][0]) or name.startswith("nni."):
             continue
         by_key.setdefault(chain[0][0], []).append(name)
-    found = [Unit((_preferred(names),), key) for key, names in sorted(by_key.items())]
+    found = []
+    for key, names in sorted(by_key.items()):
+        chosen = _preferred(names)
+        found.append(Unit((chosen,), key))
+        found += [Unit((n,), f"{key}@{n}", True) for n in sorted(names) if n != chosen]
     found += [Unit(names, ">".join(names)) for names in FUSION_CANDIDATES]
     return tuple(found)
+
+
+def _skipped(target: str) -> bool:
+    """Ops not probed: see :data:`_SKIPPED_OPS`; in-place twins (``aten.tanh_``) are matched
+    through their out-of-place op's alternatives."""
+    return target.startswith(_SKIPPED_OPS) or target.split(".")[1].endswith("_")
 
 
 def _preferred(names: list[str]) -> str:
@@ -98,31 +116,21 @@ def _preferred(names: list[str]) -> str:
     return sorted(names)[0]
 
 
-class Board(nn.Module):
-    """Every unit's one-op model side by side; inputs are flattened in unit order."""
+class Probe(nn.Module):
+    """One unit in one context: producers of its inputs, the unit, a consumer of its output."""
 
-    def __init__(self, boards: Boards, context: str) -> None:
+    def __init__(self, model: nn.Module, widths: list[int], out: int, context: str) -> None:
         super().__init__()
-        self.b = nn.ModuleList(copy.deepcopy(boards.models))
-        self.arity = boards.arity
-        produced = {"pre": None, "pre_post": None, "mixed": 1}
-        pre, post = [], []
-        for widths, out in zip(boards.widths, boards.out_widths, strict=True):
-            count = len(widths) if context in produced else 0
-            count = produced.get(context) or count
-            pre.append(nn.ModuleList(_linear(w) for w in widths[:count]))
-            post.append(_linear(out) if context in ("post", "pre_post") else nn.Identity())
-        self.pre, self.post = nn.ModuleList(pre), nn.ModuleList(post)
+        count = {"pre": len(widths), "pre_post": len(widths), "mixed": 1}.get(context, 0)
+        self.pre = nn.ModuleList(_linear(w) for w in widths[:count])
+        self.op = copy.deepcopy(model)
+        self.post = _linear(out) if context in ("post", "pre_post") else nn.Identity()
 
-    def forward(self, *flat: Any) -> tuple:
-        outputs, start = [], 0
-        for index, model in enumerate(self.b):
-            inputs = list(flat[start:start + self.arity[index]])
-            start += self.arity[index]
-            for slot, producer in enumerate(self.pre[index]):
-                inputs[slot] = producer(inputs[slot])
-            outputs.append(self.post[index](model(*inputs)))
-        return tuple(outputs)
+    def forward(self, *inputs: Any) -> Any:
+        values = list(inputs)
+        for slot, producer in enumerate(self.pre):
+            values[slot] = producer(values[slot])
+        return self.post(self.op(*values))
 
 
 def _linear(width: int) -> nn.Module:
@@ -130,25 +138,57 @@ def _linear(width: int) -> nn.Module:
     return nn.Linear(width, width) if width > 0 else nn.Identity()
 
 
+class Suite(nn.Module):
+    """Independent models side by side (``branches.N``), inputs flattened in order, one output
+    per branch: one export and one ``prepare_pt2e`` cover them all, which matters because
+    some quantizers re-export their own patterns on every ``annotate`` call (XNNPACK's conv-bn
+    annotator costs seconds per call)."""
+
+    def __init__(self, branches: list[nn.Module], arity: list[int]) -> None:
+        super().__init__()
+        self.branches = nn.ModuleList(branches)
+        self.arity = arity
+
+    def forward(self, *flat: Any) -> tuple:
+        outputs, start = [], 0
+        for index, branch in enumerate(self.branches):
+            outputs.append(branch(*flat[start:start + self.arity[index]]))
+            start += self.arity[index]
+        return tuple(outputs)
+
+
 @dataclass
-class Boards:
-    """The units that could be built, and the board's inputs (shared by every context)."""
+class Branch:
+    """What a suite branch is: a probe (unit key and context) or a verification model."""
 
-    units: list[Unit]
-    models: list[nn.Module]
-    inputs: tuple
-    arity: list[int]
-    widths: list[list[int]]
-    #: The output width of each unit, for the post context (0: not a float tensor).
-    out_widths: list[int]
+    label: str
+    unit: str | None = None
+    context: str | None = None
 
 
-def build_units() -> Boards:
-    """Synthesize each unit's model; units that cannot be built are left out."""
+@dataclass
+class SuiteParts:
+    """A suite's modules, inputs and branch descriptions (before export)."""
+
+    modules: list[nn.Module] = field(default_factory=list)
+    inputs: list[Any] = field(default_factory=list)
+    arity: list[int] = field(default_factory=list)
+    branches: list[Branch] = field(default_factory=list)
+
+    def add(self, branch: Branch, module: nn.Module, inputs: tuple) -> None:
+        self.modules.append(module.eval())
+        self.inputs.extend(inputs)
+        self.arity.append(len(inputs))
+        self.branches.append(branch)
+
+
+def probe_parts() -> tuple[SuiteParts, dict[str, tuple[str, ...]]]:
+    """Every unit that can be built, in every context; and unit key -> op names."""
     from backend_spec.check.synthesize import SkipPattern, synthesize
     from backend_spec.names.naming import resolve_name
 
-    made_units, models, inputs, arity, widths, outs = [], [], [], [], [], []
+    parts, names = SuiteParts(), {}
+    torch.manual_seed(0)
     for unit in units():
         try:
             ops = tuple(resolve_name(name) for name in unit.names)
@@ -159,13 +199,48 @@ def build_units() -> Boards:
             continue
         if not isinstance(output, torch.Tensor) or not output.is_floating_point():
             continue
-        made_units.append(unit)
-        models.append(made.model)
-        inputs.extend(made.example_inputs)
-        arity.append(len(made.example_inputs))
-        widths.append([_width(t) for t in made.example_inputs])
-        outs.append(_width(output))
-    return Boards(made_units, models, tuple(inputs), arity, widths, outs)
+        names[unit.key] = unit.names
+        widths = [_width(t) for t in made.example_inputs]
+        for context in SPELLING_CONTEXTS if unit.spelling else CONTEXTS:
+            probe_module = Probe(made.model, widths, _width(output), context)
+            parts.add(Branch(f"{context}:{unit.key}", unit.key, context), probe_module,
+                      made.example_inputs)
+    _add_variants(parts)
+    return parts, names
+
+
+class _Binary(nn.Module):
+    """``op(x, other)`` with a Python number or a broadcast tensor as ``other``."""
+
+    def __init__(self, op: Any, other: Any) -> None:
+        super().__init__()
+        self.fn, self.other = op, other
+
+    def forward(self, x: torch.Tensor, *rest: Any) -> torch.Tensor:
+        return self.fn(x, rest[0] if rest else self.other)
+
+
+#: Variants of binary units, by suffix: a scalar operand (``x * 0.5``; quantizers that turn
+#: scalars into tensors quantize it) and a broadcast operand (some annotate equal shapes only).
+VARIANTS = ("scalar", "broadcast")
+
+
+def _variants(key: str, op: Any) -> list[tuple[str, nn.Module, tuple]]:
+    x = torch.randn(2, 4, 8, 8)
+    return [
+        (f"{key}#scalar", _Binary(op, 0.5), (x,)),
+        (f"{key}#broadcast", _Binary(op, None), (x, torch.randn(1, 4, 1, 1))),
+    ]
+
+
+def _add_variants(parts: SuiteParts) -> None:
+    import operator
+
+    for key, op in (("aten.add.Tensor", operator.add), ("aten.mul.Tensor", operator.mul)):
+        for variant, module, inputs in _variants(key, op):
+            widths = [_width(t) for t in inputs]
+            parts.add(Branch(f"alone:{variant}", variant, "alone"),
+                      Probe(module, widths, 0, "alone"), inputs)
 
 
 def _width(tensor: Any) -> int:
@@ -174,57 +249,84 @@ def _width(tensor: Any) -> int:
     return 0
 
 
-def board_module(boards: Boards, context: str) -> Board:
-    torch.manual_seed(0)
-    return Board(boards, context).eval()
+def export_suite(parts: SuiteParts) -> Any:
+    """The suite's ExportedProgram (``.module()`` is the graph quantizers prepare)."""
+    import warnings
+
+    suite = Suite(parts.modules, parts.arity).eval()
+    with quiet(), torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.export.export(suite, tuple(parts.inputs))
 
 
-def export_board(boards: Boards, context: str) -> Any:
-    """The exported board of ``context`` (a GraphModule, before any quantizer ran)."""
-    with quiet(), torch.no_grad():
-        return torch.export.export(board_module(boards, context), boards.inputs).module()
+_PATH = re.compile(r"branches\.(\d+)(?:\.(pre|op|post))?")
 
 
-def annotate_like_prepare(graph_module: Any, quantizer: Any) -> Any:
-    """Run the quantizer on ``graph_module`` the way ``prepare_pt2e`` does, up to annotation."""
-    from torchao.quantization.pt2e.utils import _fuse_conv_bn_, _fuse_linear_bn_
-
-    with quiet():
-        _fuse_conv_bn_(graph_module)
-        _fuse_linear_bn_(graph_module)
-        graph_module = quantizer.transform_for_annotation(graph_module)
-        quantizer.annotate(graph_module)
-    return graph_module
-
-
-_PATH = re.compile(r"^(b|pre|post)\.(\d+)")
-
-
-def branch_of(node: Any) -> tuple[str, int] | None:
-    """(part, unit index) of a node of a board: ``("b", 3)`` for unit 3's own ops."""
+def branch_of(node: Any) -> tuple[int, str] | None:
+    """(branch index, part) of a suite node: part is ``pre``, ``op`` or ``post`` for probes,
+    ``""`` for the nodes of a verification model."""
     stack = node.meta.get("nn_module_stack") or {}
+    found = None
     for path, _cls in stack.values():
-        match = _PATH.match(str(path).replace("[", ".").replace("]", "").replace("L['self'].", ""))
-        if match:
-            return match.group(1), int(match.group(2))
-    return None
+        text = str(path).replace("[", ".").replace("]", "").replace("L['self'].", "")
+        match = _PATH.search(text)
+        if match and (found is None or match.group(2)):
+            found = (int(match.group(1)), match.group(2) or "")
+    return found
 
 
-def read_board(graph_module: Any, count: int) -> list[dict[str, Any]]:
-    """Per unit: its op nodes' annotations, and those of its producers / consumer linears."""
-    found: list[dict[str, Any]] = [{"ops": [], "pre": [], "post": []} for _ in range(count)]
+def recording(quantizer: Any) -> Any:
+    """``quantizer`` wrapped so that its annotations are read right after ``annotate`` (inside
+    ``prepare_pt2e``, before observers rewrite the graph): ``.snapshot`` holds
+    :func:`read_annotations`'s result."""
+    from torchao.quantization.pt2e.quantizer import Quantizer
+
+    class Recording(Quantizer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.snapshot: dict[int, dict[str, Any]] = {}
+
+        def transform_for_annotation(self, model: Any) -> Any:
+            return quantizer.transform_for_annotation(model)
+
+        def annotate(self, model: Any) -> Any:
+            result = quantizer.annotate(model)
+            self.snapshot = read_annotations(model)
+            return result
+
+        def validate(self, model: Any) -> None:
+            quantizer.validate(model)
+
+        def prepare_obs_or_fq_callback(self, model: Any, edge_or_node_to_obs_or_fq: Any) -> None:
+            quantizer.prepare_obs_or_fq_callback(model, edge_or_node_to_obs_or_fq)
+
+    return Recording()
+
+
+def read_annotations(graph_module: Any) -> dict[int, dict[str, Any]]:
+    """Per probe branch: its op nodes' annotations, and those of its producer / consumer."""
+    found: dict[int, dict[str, Any]] = {}
     for node in graph_module.graph.nodes:
         if node.op != "call_function":
             continue
         where = branch_of(node)
-        if where is None:
+        if where is None or not where[1]:
             continue
-        part, index = where
+        index, part = where
         entry = {"target": str(node.target), **describe_node(node)}
-        found[index]["ops" if part == "b" else part].append(entry)
+        found.setdefault(index, {"ops": [], "pre": [], "post": []})
+        found[index]["ops" if part == "op" else part].append(entry)
     return found
 
 
+def by_context(snapshot: dict[int, dict[str, Any]], branches: list[Branch]) -> dict[str, Any]:
+    """The snapshot as ``{context: {unit key: annotations}}`` (what :mod:`.infer` reads)."""
+    result: dict[str, Any] = {context: {} for context in CONTEXTS}
+    for index, branch in enumerate(branches):
+        if branch.unit is not None:
+            empty = {"ops": [], "pre": [], "post": []}
+            result[branch.context or "alone"][branch.unit] = snapshot.get(index, empty)
+    return result
 def describe_node(node: Any) -> dict[str, Any]:
     """A node's annotation as data: each input (by argument position) and the output."""
     annotation = node.meta.get("quantization_annotation")
@@ -329,13 +431,3 @@ def _reference(ref: Any, node: Any, positions: dict[str, Any]) -> str:
         return "output"
     position = next((p for p, a in positions.items() if a is ref), None)
     return f"producer:{position}" if position is not None else "other"
-
-
-def probe(quantizer_factory: Any, boards: Boards, exported: dict[str, Any]) -> dict[str, Any]:
-    """Per context, per unit (by key): what a fresh quantizer annotated."""
-    result: dict[str, Any] = {}
-    for context, graph_module in exported.items():
-        annotated = annotate_like_prepare(copy.deepcopy(graph_module), quantizer_factory())
-        read = read_board(annotated, len(boards.units))
-        result[context] = {unit.key: read[i] for i, unit in enumerate(boards.units)}
-    return result
