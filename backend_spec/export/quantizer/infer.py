@@ -118,11 +118,12 @@ class _Builder:
         annotated = [n for n, (context, _ops) in found.items() if context is not None]
         if not annotated:
             return
-        any_spelling = len(annotated) == len(spelled)
+        contexts = {found[n][0] for n in annotated}
+        any_spelling = len(annotated) == len(spelled) and len(contexts) == 1
         for chosen in annotated if not any_spelling else [name]:
             context, ops = found[chosen]
             op = ops[0]
-            policy = {"quantize": _quantize_policy(probed, key, context)}
+            policy = {"quantize": _quantize_policy(probed, spelled[chosen], context)}
             policy.update(_variant_policy(probed, key))
             self.add([op["target"]], [chosen], op, op, policy, any_spelling=any_spelling)
 
@@ -276,7 +277,8 @@ def _quantize_policy(probed: dict[str, Any], key: str, context: str) -> str:
     (the ``mixed`` context: only the first input's) is enough or all inputs need one."""
     if context == "alone":
         return "always"
-    mixed = (probed.get("mixed") or {}).get(key, {}).get("ops", [])
+    units = probed.get("mixed") or {}
+    mixed = units.get(key, units.get(key.split("@")[0], {})).get("ops", [])  # spellings: alike
     return "if_input_quantized" if _annotated(mixed) else "if_all_inputs_quantized"
 
 
