@@ -21,6 +21,11 @@ $(STAMP): pyproject.toml
 	$(PIP) torch==2.13.0
 	# torchao (the pt2e extra) is pinned; pip keeps the torch installed above.
 	$(PIP) --config-settings editable_mode=compat -e '.[dev,pt2e]'
+	# XNNPACKQuantizer for tests/test_parity.py: --no-deps keeps torch 2.13.0 (executorch 1.5.1
+	# pins another torch); flatbuffers and tabulate are the imports it needs. The tests skip
+	# with the reason when it is missing.
+	$(PIP) --no-deps executorch==1.5.1 flatbuffers tabulate
+	$(PY) -c "import executorch.backends.xnnpack.quantizer.xnnpack_quantizer"
 	touch $(STAMP)
 
 demo: $(STAMP)

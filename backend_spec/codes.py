@@ -162,8 +162,7 @@ VERSION_2_KEY = _register(
     "BS206",
     "version-2-key",
     E,
-    "a key or value of a newer format version (2 or 3) than the file's spec_version "
-    "(default 1)",
+    "a key or value of a newer format version (2 or 3) than the file's spec_version (default 1)",
     "set spec_version to the version the message names",
 )
 BAD_PATTERN = _register(

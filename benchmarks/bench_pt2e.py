@@ -5,7 +5,9 @@
   table, the normal case);
 * annotate + ``prepare_pt2e`` with that quantizer on a ResNet-18-shaped model against
   ``prepare_fx`` with ``backend_spec.qconfig_mapping`` on the same model. Budget (issue 13):
-  prepare_pt2e is no slower than prepare_fx (ratio <= 1).
+  prepare_pt2e is no slower than prepare_fx (ratio <= 1);
+* ``prepare_pt2e`` with the port ``specs/x86_inductor.yaml`` against the hand-written
+  ``X86InductorQuantizer`` it reproduces, on the residual parity net (printed, not budgeted).
 
 Run: ``.venv/bin/python benchmarks/bench_pt2e.py [--no-cold]`` (``make bench``). Exits 1 if over
 budget.
@@ -21,6 +23,7 @@ from pathlib import Path
 import backend_spec
 from backend_spec._torch import quiet, torch
 from backend_spec.pt2e import aten, nets, rules
+from backend_spec.pt2e.parity_nets import PARITY_NETS
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "specs" / "x86.yaml"
@@ -88,9 +91,41 @@ def prepare_times() -> float:
     return t_pt2e / t_fx
 
 
+def port_ratio() -> None:
+    from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
+    from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
+        X86InductorQuantizer,
+        get_default_x86_inductor_quantization_config,
+    )
+
+    # The residual parity net: X86InductorQuantizer refuses the ResNet net (a ReLU module
+    # called twice per block).
+    model, inputs = PARITY_NETS["residual"]()
+    with quiet():
+        graphs = [torch.export.export(copy.deepcopy(model), inputs).module() for _ in range(6)]
+    port = ROOT / "specs" / "x86_inductor.yaml"
+
+    def spec() -> None:
+        with quiet():
+            prepare_pt2e(graphs.pop(), backend_spec.quantizer(port))
+
+    def hand_written() -> None:
+        config = get_default_x86_inductor_quantization_config()
+        with quiet():
+            prepare_pt2e(graphs.pop(), X86InductorQuantizer().set_global(config))
+
+    t_spec, t_hand = best(spec, 3), best(hand_written, 3)
+    print(
+        f"prepare_pt2e, X86InductorQuantizer: {t_hand * 1000:.0f} ms; specs/x86_inductor.yaml "
+        f"(quantizer build included): {t_spec * 1000:.0f} ms; ratio {t_spec / t_hand:.2f}"
+    )
+
+
 def main() -> int:
     build_times(cold="--no-cold" not in sys.argv)
-    return 0 if prepare_times() <= 1.0 else 1
+    ratio = prepare_times()
+    port_ratio()
+    return 0 if ratio <= 1.0 else 1
 
 
 if __name__ == "__main__":

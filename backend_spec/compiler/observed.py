@@ -4,9 +4,9 @@ Observer choices (``observer``, ``qscheme``, ``granularity``, ``ch_axis``, ``red
 ``fake_quant``) belong to a dtype mapping, so a dtype mapping that uses them compiles to
 :class:`ObservedDTypeWithConstraints`, a ``DTypeWithConstraints`` with those fields; torch
 reads the base fields as usual, and ``qconfig_mapping``, the pt2e quantizer and the exporter
-read the rest. The pt2e keys of a pattern entry (``aten`` and the policy keys ``quantize``,
-``output``, ``extra_inputs``, ``chain_input``, ``input_shapes``, ``scalars``) are attributes of its
-``BackendPatternConfig``. A version 1 file produces plain torch objects.
+read the rest. The pt2e keys of a pattern entry (``aten`` and the policy keys of
+:data:`POLICY_KEYS`) are attributes of its ``BackendPatternConfig``. A version 1 file
+produces plain torch objects.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from backend_spec._torch import DTypeWithConstraints
-from backend_spec.specfile.models import OBSERVER_FIELDS
+from backend_spec.specfile.models import OBSERVER_FIELDS, PT2E_PATTERN_FIELDS
 
 #: Attribute names on a BackendPatternConfig for the pattern-level pt2e keys.
 _ATEN, _POLICY = "bespec_aten", "bespec_policy"
 
 #: The pattern keys that set a pt2e rule's policy (backend_spec.pt2e.table.Policy's fields).
-POLICY_KEYS = ("quantize", "output", "extra_inputs", "chain_input", "input_shapes", "scalars")
+POLICY_KEYS = PT2E_PATTERN_FIELDS[1:]
 
 
 @dataclass

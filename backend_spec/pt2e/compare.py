@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend_spec._torch import quiet, torch
-from backend_spec.pt2e.flows import calibration, first_tensor
+from backend_spec.pt2e.flows import calibration
 
 #: A model factory: () -> (model, example inputs).
 ModelFactory = Callable[[], tuple[torch.nn.Module, tuple]]
@@ -32,7 +32,7 @@ class ModelComparison:
 
     name: str
     placement: tuple[Placement, Placement]
-    outputs: tuple[torch.Tensor, torch.Tensor]
+    outputs: tuple[list[torch.Tensor], list[torch.Tensor]]
     differences: list[str] = field(default_factory=list)
 
     @property
@@ -65,9 +65,10 @@ def compare_quantizers(
         (place_a, out_a), (place_b, out_b) = runs
         result = ModelComparison(name, (place_a, place_b), (out_a, out_b))
         result.differences = placement_differences(place_a, place_b)
-        if not torch.equal(out_a, out_b):
-            diff = float((out_a.float() - out_b.float()).abs().max())
-            result.differences.append(f"outputs differ (max abs difference {diff:.3g})")
+        for index, (a, b) in enumerate(zip(out_a, out_b, strict=True)):
+            if not torch.equal(a, b):
+                diff = float((a.float() - b.float()).abs().max())
+                result.differences.append(f"output {index} differs (max abs difference {diff:.3g})")
         results.append(result)
     return results
 
@@ -80,7 +81,7 @@ def _fresh(quantizer: Any) -> Any:
 
 def _quantize(
     quantizer: Any, exported: Any, example_inputs: tuple, batches: list[tuple]
-) -> tuple[Placement, torch.Tensor]:
+) -> tuple[Placement, list[torch.Tensor]]:
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     with quiet(), warnings.catch_warnings(), torch.no_grad():
@@ -89,8 +90,15 @@ def _quantize(
         for batch in batches:
             prepared(*batch)
         converted = convert_pt2e(prepared, fold_quantize=False)
-        output = first_tensor(converted(*example_inputs))
+        output = _tensors(converted(*example_inputs))
     return placement(converted), output
+
+
+def _tensors(output: Any) -> list[torch.Tensor]:
+    """Every tensor of a model output (nested tuples and lists flattened)."""
+    if isinstance(output, (tuple, list)):
+        return [tensor for item in output for tensor in _tensors(item)]
+    return [output.detach()] if isinstance(output, torch.Tensor) else []
 
 
 def _is_qdq(node: Any, kind: str) -> bool:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend_spec._torch import BackendConfig, quiet, torch
+from backend_spec.pt2e.table import Policy
 
 with quiet():
     from torch.ao.quantization.quantize_fx import convert_to_reference_fx, prepare_fx
@@ -49,6 +50,9 @@ DIFFERENCE_CLASSES: dict[str, str] = {
     "input tensor, so FX's observers see the mutated values; pt2e observes copies",
     "complex_pattern": "complex-format patterns with MatchAllNode or extra inputs (onednn's "
     "conv-add-relu) need a tree matcher the pt2e rule table does not have",
+    "pt2e_placement": "the spec's pt2e policy keys (quantize, output, extra_inputs, chain_input, "
+    "input_shapes, scalars, consumers) place observers the way a hand-written pt2e Quantizer "
+    "does; prepare_fx has no such choices and observes as torch's BackendConfig says",
 }
 
 
@@ -170,6 +174,8 @@ def compare(
         skipped = getattr(getattr(quantizer, "report", None), "skipped", ())
         if any("complex-format" in reason for _label, reason in skipped):
             result.classes.append("complex_pattern")
+        if any(rule.policy != Policy() for rule in getattr(quantizer, "rules", ())):
+            result.classes.append("pt2e_placement")
     return result
 
 

@@ -50,22 +50,26 @@ class Mlp(nn.Module):
 
 
 class Residual(nn.Module):
-    """conv + identity add (+ relu), a downsampling branch, ``+=`` and ``torch.add``."""
+    """conv + identity add (+ relu), a downsampling branch, ``+=`` and ``Tensor.add``.
+
+    (Not ``torch.add`` next to ``+``: export numbers both calls ``add_1`` in ``torch_fn`` and
+    X86InductorQuantizer then sees one partition with two outputs and raises.)"""
 
     def __init__(self) -> None:
         super().__init__()
-        self.stem, self.relu = nn.Conv2d(3, 8, 3, padding=1), nn.ReLU()
+        # One ReLU module per call: X86InductorQuantizer refuses a module called twice.
+        self.stem, self.relu1, self.relu2 = nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.ReLU()
         self.conv1, self.bn1 = nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8)
         self.conv2 = nn.Conv2d(8, 16, 3, stride=2, padding=1)
         self.down = nn.Conv2d(8, 16, 1, stride=2)
         self.conv3 = nn.Conv2d(16, 16, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.relu(self.stem(x))
-        y = self.relu(self.bn1(self.conv1(x)) + x)
+        x = self.relu1(self.stem(x))
+        y = self.relu2(self.bn1(self.conv1(x)) + x)
         z = self.conv2(y)
         z += self.down(y)
-        return torch.add(self.conv3(z), z)
+        return self.conv3(z).add(z)
 
 
 class Cat(nn.Module):
@@ -118,15 +122,34 @@ class TransformerBlock(nn.Module):
         return x + self.fc2(self.gelu(self.fc1(self.norm2(x))))
 
 
+class Functional(nn.Module):
+    """Functional and method spellings: F.conv2d + F.relu, torch.relu, x.relu(), F.linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w1, self.w2 = (
+            nn.Parameter(torch.randn(8, 3, 3, 3)),
+            nn.Parameter(torch.randn(8, 8, 1, 1)),
+        )
+        self.w3 = nn.Parameter(torch.randn(4, 8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.relu(F.conv2d(x, self.w1, padding=1))
+        x = torch.relu(F.conv2d(x, self.w2)).relu()
+        return F.linear(x.mean((2, 3)), self.w3)
+
+
 class Policies(nn.Module):
     """L1-L3 and the multiplication cases: a conv read by a float op and a quantized one, a
     conv + add whose other input is a graph input, mul of equal shapes, with a broadcast and with
-    a scalar, a linear + add, and max-pool / cat / flatten after float and quantized inputs."""
+    a scalar, a linear + add, max-pool / cat / flatten after float and quantized inputs, and
+    flatten read by a linear, by a float op and by the output. (Modules are not reused: both
+    hand-written quantizers treat a module called twice specially.)"""
 
     def __init__(self) -> None:
         super().__init__()
         self.conv1, self.conv2 = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 8, 1)
-        self.conv3, self.pool = nn.Conv2d(8, 8, 1), nn.MaxPool2d(2)
+        self.conv3, self.conv4, self.pool = nn.Conv2d(8, 8, 1), nn.Conv2d(8, 8, 1), nn.MaxPool2d(2)
         self.fc1, self.fc2 = nn.Linear(64, 16), nn.Linear(16, 4)
 
     def forward(self, x: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
@@ -138,7 +161,8 @@ class Policies(nn.Module):
         f = torch.cat([self.pool(a), e], 1).mean(1)
         g = torch.flatten(self.pool(torch.sigmoid(f)), 1)
         h = self.fc1(torch.flatten(f, 1)) + g
-        return self.fc2(F.relu(h))
+        tail = torch.flatten(self.pool(self.conv4(d)), 1)
+        return self.fc2(F.relu(h)), torch.sigmoid(tail), torch.flatten(self.pool(c), 1)
 
 
 def _policies() -> tuple[nn.Module, tuple]:
@@ -155,5 +179,6 @@ PARITY_NETS: dict[str, Callable[[], tuple[nn.Module, tuple]]] = {
     "cat": lambda: _build(Cat, 2, 3, 16, 16),
     "pool_act": lambda: _build(PoolAct, 2, 3, 16, 16),
     "transformer": lambda: _build(TransformerBlock, 2, 6, 16),
+    "functional": lambda: _build(Functional, 2, 3, 8, 8),
     "policies": _policies,
 }

@@ -5,14 +5,16 @@ pt2e`` copies its source verbatim into a standalone module next to the table, so
 user ships needs nothing else. That is also why it imports torch directly instead of through
 ``backend_spec._torch``.
 
-The table (built by :mod:`backend_spec.pt2e.rules`) is a dict::
+The table (built by :mod:`backend_spec.pt2e.rules`, typed by :mod:`backend_spec.pt2e.table`)
+is plain data::
 
-    {"format": 1,
+    {"format": 2,
      "specs": {NAME: {"kind": "observed"|"fixed", "dtype": "uint8", ...}},
      "rules": [{"label": str, "chain": [[aten target, ...], ...], "where": [...],
                 "groups": [int, ...], "observation": "different"|"share"|"none",
                 "by_num_args": {str(n): observation}, "input": NAME|None,
-                "output": NAME|None, "weight": NAME|None, "quantize": "always"|...}]}
+                "output": NAME|None, "weight": NAME|None, "reason": str,
+                "policy": {"quantize": ..., "output": ..., ...}}]}
 
 Rules are already sorted longest chain first, then in spec order. Matching mirrors FX's
 ``_find_matches``: nodes are visited in reverse, a chain is matched backwards from its last op,
@@ -20,7 +22,9 @@ each earlier op must be ``args[0]`` of the next one and have exactly one user, a
 claimed by the first rule that matches it. Annotation then mirrors FX's observer insertion
 (``prepare_fx``): input edges of the first node, the output of the last one, reuse of an
 already observed producer (a ``SharedQuantizationSpec``), and input/output sharing for ops
-such as ``cat`` and ``max_pool2d``.
+such as ``cat`` and ``max_pool2d``. A rule's :class:`Policy` (spec_version 3) changes that
+where a hand-written pt2e Quantizer places observers otherwise: outputs left float, the other
+input of conv + add, quantizing only after quantized producers or before quantized consumers.
 """
 
 from __future__ import annotations
@@ -154,6 +158,13 @@ class TableQuantizer(Quantizer):
             for target in rule.chain[0]
         }
         self._order: dict[torch.fx.Node, int] = {}
+        #: First ops of the rules that quantize (what ``consumers: quantizing`` looks for).
+        self.quantizing_targets = {
+            target
+            for rule in self.rules
+            if rule.input is not None and not rule.reason
+            for target in rule.chain[0]
+        }
 
     # --- torchao Quantizer API --------------------------------------------------------------
 
@@ -318,9 +329,9 @@ def _scalars_to_tensors(model: torch.fx.GraphModule, targets: set[str]) -> None:
             ).startswith("Tensor")
             if not tensor_typed or isinstance(arg, bool) or not isinstance(arg, (int, float)):
                 continue
-            while hasattr(model, f"_bespec_scalar_{count}"):
+            while hasattr(model, f"_tensor_constant_{count}"):
                 count += 1
-            name = f"_bespec_scalar_{count}"
+            name = f"_tensor_constant_{count}"  # the name XNNPACKQuantizer gives it
             value = torch.tensor(float(arg))
             model.register_buffer(name, value)
             with model.graph.inserting_before(node):
@@ -433,6 +444,14 @@ class _Annotator:
             return bool(inputs) and all(arg in self.quantized for arg in inputs)
         return True
 
+    def consumed(self, policy: Policy, last: torch.fx.Node) -> bool:
+        """The rule's ``consumers`` policy: ``quantizing`` needs a user that some rule
+        quantizes (by its first op)."""
+        if policy.consumers == "any":
+            return True
+        targets = self.quantizer.quantizing_targets
+        return any(str(user.target) in targets for user in last.users)
+
     def annotate(self, match: Match) -> None:
         rule = match.rule
         if rule.reason or rule.input is None:
@@ -442,7 +461,7 @@ class _Annotator:
             return
         first, last = match.nodes[0], match.nodes[-1]
         inputs = self.activation_inputs(first)
-        if not self.wanted(rule.policy, inputs):
+        if not self.wanted(rule.policy, inputs) or not self.consumed(rule.policy, last):
             return
         in_dtype = self.quantizer.dtype(rule.input)
         if observation == "share" and not (inputs and _shares_in_graph(inputs[0], in_dtype)):

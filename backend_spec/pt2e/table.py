@@ -34,6 +34,9 @@ class Policy:
       shape; a scalar or a broadcast leaves the node to other rules).
     * ``scalars``: ``keep``, or ``tensor`` (number arguments of the first op become constant
       tensors before annotation and are quantized like any input).
+    * ``consumers``: ``any``, or ``quantizing`` (quantize only when some user of the last op
+      is the first op of a quantizing rule: X86's flatten before a linear, not before the
+      model's output).
     """
 
     quantize: str = "always"
@@ -42,6 +45,7 @@ class Policy:
     chain_input: str = "first"
     input_shapes: str = "any"
     scalars: str = "keep"
+    consumers: str = "any"
 
 
 #: Every policy key with its allowed values, the default first (the spec format's source too).
@@ -52,6 +56,7 @@ POLICY_VALUES: dict[str, tuple[str, ...]] = {
     "chain_input": ("first", "any"),
     "input_shapes": ("any", "equal"),
     "scalars": ("keep", "tensor"),
+    "consumers": ("any", "quantizing"),
 }
 
 

@@ -56,8 +56,18 @@ OBSERVER_FIELDS: tuple[str, ...] = (
     "fake_quant",
 )
 
-#: Version 2 keys of a pattern entry (pt2e).
-PT2E_PATTERN_FIELDS: tuple[str, ...] = ("aten", "quantize")
+#: The pt2e keys of a pattern entry (no torch field): ``aten`` and ``quantize`` (version 2),
+#: then the version 3 policy keys.
+PT2E_PATTERN_FIELDS: tuple[str, ...] = (
+    "aten",
+    "quantize",
+    "output",
+    "extra_inputs",
+    "chain_input",
+    "input_shapes",
+    "scalars",
+    "consumers",
+)
 
 _V2 = {"x-since": 2}
 _V3 = {"x-since": 3}
@@ -580,6 +590,12 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
         None,
         description="pt2e (version 3): number arguments of the first op stay numbers (default) "
         "or become constant tensors that are quantized like any input (XNNPACK's x * 2.0).",
+        json_schema_extra=_V3,
+    )
+    consumers: Literal["any", "quantizing"] | None = Field(
+        None,
+        description="pt2e (version 3): quantize whatever reads the output (default), or only "
+        "when a consumer is itself quantized by some entry (X86's flatten before a linear).",
         json_schema_extra=_V3,
     )
 

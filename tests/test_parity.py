@@ -1,0 +1,210 @@
+"""pt2e parity with the hand-written quantizers (issue 18).
+
+The shipped ports, specs/xnnpack.yaml and specs/x86_inductor.yaml, and the natural-style XNNPACK
+fixture (torch's way of writing a BackendConfig) must quantize the parity nets exactly like
+XNNPACKQuantizer (executorch 1.5.1, per-channel static) and X86InductorQuantizer (torchao 0.18,
+default): same q/dq placement per op, same qparams, torch.equal outputs. The unit tests pin the
+two bugs the natural spec hit (B1, B2) and the version 3 keys.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import backend_spec
+from backend_spec._torch import torch
+
+pytest.importorskip("torchao")
+
+from backend_spec.pt2e.compare import compare_quantizers  # noqa: E402
+from backend_spec.pt2e.parity_nets import PARITY_NETS  # noqa: E402
+from backend_spec.pt2e.table import Policy, Rule, Table  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+NATURAL = ROOT / "tests" / "fixtures" / "parity" / "xnnpack_natural.yaml"
+XNNPACK_MODULE = "executorch.backends.xnnpack.quantizer.xnnpack_quantizer"
+
+#: Nets whose scalar arithmetic (x * 0.5) XNNPACKQuantizer turns into quantized constants: a
+#: torch-style spec keeps numbers as numbers (FX does), only `scalars: tensor` says otherwise.
+SCALAR_NETS = {"transformer", "policies"}
+
+
+def _has_executorch() -> bool:
+    try:
+        return importlib.util.find_spec(XNNPACK_MODULE) is not None
+    except ImportError:
+        return False
+
+
+needs_executorch = pytest.mark.skipif(
+    not _has_executorch(),
+    reason="executorch is not installed (pip install --no-deps executorch==1.5.1 flatbuffers "
+    "tabulate): XNNPACKQuantizer is not available",
+)
+
+
+def xnnpack():
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+
+    return XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
+
+
+def x86():
+    from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
+        X86InductorQuantizer,
+        get_default_x86_inductor_quantization_config,
+    )
+
+    return X86InductorQuantizer().set_global(get_default_x86_inductor_quantization_config())
+
+
+CASES = [
+    *[("xnnpack", net) for net in PARITY_NETS],
+    *[("natural", net) for net in PARITY_NETS if net not in SCALAR_NETS],
+    *[("x86_inductor", net) for net in PARITY_NETS],
+]
+#: X86InductorQuantizer finds modules by nn_module_stack and functions by name: F.conv2d,
+#: F.linear and F.relu calls are not its patterns, so that net stays float (and so must the spec's).
+FLOAT = {("x86_inductor", "functional")}
+SPECS = {
+    "xnnpack": (ROOT / "specs" / "xnnpack.yaml", xnnpack),
+    "natural": (NATURAL, xnnpack),
+    "x86_inductor": (ROOT / "specs" / "x86_inductor.yaml", x86),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("spec", "net"), CASES, ids=[f"{s}-{n}" for s, n in CASES])
+def test_spec_matches_the_hand_written_quantizer(spec: str, net: str) -> None:
+    path, reference = SPECS[spec]
+    if reference is xnnpack and not _has_executorch():
+        pytest.skip("executorch is not installed: XNNPACKQuantizer is not available")
+    [result] = compare_quantizers(
+        reference, lambda: backend_spec.quantizer(path), [(net, PARITY_NETS[net])]
+    )
+    placement, _ = result.placement
+    quantized = any(entries for entries in placement.values())
+    assert quantized != ((spec, net) in FLOAT), "quantized" if quantized else "all float"
+    assert result.identical, "\n".join(result.differences)
+
+
+@needs_executorch
+def test_compare_reports_a_placement_difference() -> None:
+    """The comparison is not blind: the natural spec keeps x * 0.5 float, XNNPACK does not."""
+    [result] = compare_quantizers(
+        xnnpack,
+        lambda: backend_spec.quantizer(NATURAL),
+        [("transformer", PARITY_NETS["transformer"])],
+    )
+    assert not result.identical
+    assert any("_tensor_constant_0" in line for line in result.differences)
+
+
+def test_b1_fusion_entry_without_dtype_configs_quantizes_like_fx() -> None:
+    """[nn.Linear, F.relu] with a fuser and no dtype_configs: FX fuses to nni.LinearReLU and
+    quantizes it with that entry's configs, weights included; it used to be a float rule."""
+    quantizer = backend_spec.quantizer(NATURAL)
+    rules = {rule.label: rule for rule in quantizer.rules}
+    for label in ("(nn.Linear, F.relu)", "(nn.Conv2d, F.relu)"):
+        rule = rules[label]
+        assert rule.reason == "", rule.reason
+        assert rule.weight is not None and rule.input is not None
+    # BatchNorm folds away in pt2e: conv-bn-relu is the conv-relu rule, with the same body.
+    duplicates = dict(quantizer.report.duplicates)
+    assert duplicates["(nn.Conv2d, nn.BatchNorm2d, F.relu)"] == "(nn.Conv2d, F.relu)"
+
+
+def test_b2_cat_of_a_float_and_a_quantized_input_prepares() -> None:
+    """torch.cat([sigmoid(x), relu(conv(x))]) under a share-observer cat entry: prepare_pt2e
+    used to assert; now the float input is observed with the quantized one's observer."""
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    model, args = PARITY_NETS["cat"]()
+    exported = torch.export.export(model, args).module()
+    prepared = prepare_pt2e(exported, backend_spec.quantizer(NATURAL))
+    prepared(*args)
+    converted = convert_pt2e(prepared)
+    cat = next(n for n in converted.graph.nodes if n.name == "cat_1")
+    sources = [arg.args[0].args[0].name for arg in cat.args[0]]
+    assert sources == ["sigmoid", "relu"]  # both inputs arrive dequantized
+    scales = {arg.args[1] for arg in cat.args[0]}
+    assert len(scales) == 1  # one shared observer
+
+
+def test_table_round_trips_as_plain_data() -> None:
+    table = Table.from_data(backend_spec.quantizer(ROOT / "specs" / "x86_inductor.yaml").table)
+    assert Table.from_data(table.to_data()) == table
+    policies = {rule.policy for rule in table.rules}
+    assert Policy(output="if_consumer_quantized", extra_inputs="quantized", chain_input="any") in (
+        policies
+    )
+    assert all(isinstance(rule, Rule) for rule in table.rules)
+
+
+def test_policy_values_are_the_formats() -> None:
+    """One list of values: the spec model's Literal types are the runtime's POLICY_VALUES."""
+    import typing
+
+    from backend_spec.compiler.observed import POLICY_KEYS
+    from backend_spec.pt2e.table import POLICY_VALUES
+    from backend_spec.specfile.models import PatternModel
+
+    assert tuple(POLICY_VALUES) == POLICY_KEYS
+    for key, values in POLICY_VALUES.items():
+        annotation = PatternModel.model_fields[key].annotation
+        literal = next(a for a in typing.get_args(annotation) if a is not type(None))
+        assert set(typing.get_args(literal)) == set(values), key
+
+
+@pytest.mark.parametrize(
+    ("version", "key", "needed"),
+    [
+        (2, "output: never", 3),
+        (1, "scalars: tensor", 3),
+        (2, "quantize: if_all_inputs_quantized", 3),
+    ],
+)
+def test_version_3_keys_need_version_3(tmp_path: Path, version: int, key: str, needed: int) -> None:
+    from backend_spec.diagnostics import SpecError
+
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        textwrap.dedent(
+            f"""\
+            spec_version: {version}
+            name: v
+            patterns:
+              - pattern: nn.Linear
+                dtype_configs: [{{input_dtype: quint8, output_dtype: quint8}}]
+                {key}
+            """
+        )
+    )
+    with pytest.raises(SpecError) as caught:
+        backend_spec.load(path)
+    text = str(caught.value)
+    assert "BS206" in text and f"needs format version {needed}" in text
+    assert f"set spec_version: {needed}" in text
+
+
+def test_check_flow_both_names_the_placement_class() -> None:
+    """FX does not read the policy keys: the FX/pt2e difference of the X86 port is the
+    documented class, not a translation bug."""
+    from backend_spec.pt2e import flows, nets
+
+    path = ROOT / "specs" / "x86_inductor.yaml"
+    result = flows.compare(
+        "tutorial_net",
+        backend_spec.load(path),
+        lambda: backend_spec.quantizer(path),
+        nets.tutorial_net,
+    )
+    assert not result.identical
+    assert "pt2e_placement" in result.classes
