@@ -23,6 +23,7 @@ from typing import Any
 
 from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig, torch
 from backend_spec.compiler.observed import ObservedDTypeWithConstraints, set_pt2e_keys
+from backend_spec.pt2e.table import POLICY_VALUES
 
 with __import__("backend_spec.quiet", fromlist=["quiet"]).quiet():
     from torch.ao.quantization.backend_config import ObservationType
@@ -124,7 +125,11 @@ class _Builder:
             context, ops = found[chosen]
             op = ops[0]
             policy = {"quantize": _quantize_policy(probed, spelled[chosen], context)}
+            if context in ("post", "pre_post"):  # annotated only when a consumer quantizes
+                policy["consumers"] = "quantizing"
             policy.update(_variant_policy(probed, key))
+            if "gap" in policy:
+                self.gap(key, policy.pop("gap"))
             self.add([op["target"]], [chosen], op, op, policy, any_spelling=any_spelling)
 
     def fusion(self, key: str, names: tuple[str, ...], probed: dict[str, Any]) -> None:
@@ -139,6 +144,8 @@ class _Builder:
         if len(kept) != len(ops):
             return
         policy = {"quantize": _quantize_policy(probed, key, context)}
+        if context in ("post", "pre_post"):
+            policy["consumers"] = "quantizing"
         if any(_extra_inputs(o) for o in ops[1:]):
             policy.update(extra_inputs="quantized", chain_input="any")
         self.add(targets, kept, ops[0], ops[-1], policy)
@@ -175,7 +182,9 @@ class _Builder:
                 self.gap(label, f"its output shares the qspec of {output['with']}")
             observation = ObservationType.OUTPUT_SHARE_OBSERVER_WITH_INPUT
         elif output.get("kind") == "fixed":
-            output_dtype = self.mapping(label, "output", output)
+            # A QConfig has one activation observer: the fixed one, for the input too (an
+            # input read from a quantized producer keeps the producer's qparams in pt2e).
+            output_dtype = input_dtype = self.mapping(label, "output", output)
         elif _comparable(output) != _comparable(act):
             self.gap(label, "its output qspec differs from its input's")
         for position, other in first["inputs"].items():
@@ -253,7 +262,7 @@ class _Builder:
 def _first_annotated(probed: dict[str, Any], key: str) -> tuple[str | None, list[dict[str, Any]]]:
     """The first context (``alone``, then with a quantized producer) where the unit's ops carry
     qspecs, and those ops."""
-    for context in ("alone", "pre"):
+    for context in ("alone", "pre", "post", "pre_post"):
         ops = (probed.get(context) or {}).get(key, {}).get("ops", [])
         if any(o["inputs"] and any(v is not None for v in o["inputs"].values()) or o["output"]
                for o in ops):
@@ -262,8 +271,7 @@ def _first_annotated(probed: dict[str, Any], key: str) -> tuple[str | None, list
 
 
 #: The policy values a spec need not write.
-_DEFAULTS = {"quantize": "always", "output": "always", "extra_inputs": "float",
-             "chain_input": "first", "input_shapes": "any", "scalars": "keep"}
+_DEFAULTS = {key: values[0] for key, values in POLICY_VALUES.items()}
 
 
 def _annotated(ops: list[dict[str, Any]]) -> bool:
@@ -275,7 +283,7 @@ def _annotated(ops: list[dict[str, Any]]) -> bool:
 def _quantize_policy(probed: dict[str, Any], key: str, context: str) -> str:
     """``always`` when annotated with float producers; else whether one quantized producer
     (the ``mixed`` context: only the first input's) is enough or all inputs need one."""
-    if context == "alone":
+    if context in ("alone", "post"):
         return "always"
     units = probed.get("mixed") or {}
     mixed = units.get(key, units.get(key.split("@")[0], {})).get("ops", [])  # spellings: alike
@@ -289,11 +297,14 @@ def _variant_policy(probed: dict[str, Any], key: str) -> dict[str, str]:
     scalar = alone.get(f"{key}#scalar", {}).get("ops", [])
     if any(o["inputs"].get("1") is not None for o in scalar):
         policy["scalars"] = "tensor"
-    broadcast = alone.get(f"{key}#broadcast")
-    if broadcast is not None and _annotated(alone.get(key, {}).get("ops", [])) and not _annotated(
-        broadcast["ops"]
-    ):
+    base = _annotated(alone.get(key, {}).get("ops", []))
+    broadcast = alone.get(f"{key}#broadcast", {}).get("ops", [])
+    scalar_float = f"{key}#scalar" in alone and not _annotated(scalar)
+    if base and not _annotated(broadcast) and f"{key}#broadcast" in alone:
         policy["input_shapes"] = "equal"
+    elif base and scalar_float:
+        # Tensors of any shape but no scalars: input_shapes: equal would also drop broadcasts.
+        policy["gap"] = "it is annotated with two tensors of any shape but not with a scalar"
     return policy
 
 
