@@ -25,8 +25,8 @@ from torchao.quantization.pt2e.quantizer import (  # noqa: E402
     SharedQuantizationSpec,
 )
 
-from backend_spec.export.quantizer.infer import infer  # noqa: E402
 from backend_spec.export.quantizer import is_quantizer, probe  # noqa: E402
+from backend_spec.export.quantizer.infer import infer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).parent / "fixtures" / "quantizers"
