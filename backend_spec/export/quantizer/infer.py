@@ -124,6 +124,11 @@ class _Builder:
         for chosen in annotated if not any_spelling else [name]:
             context, ops = found[chosen]
             op = ops[0]
+            if context != "alone" and _fused_with_producer(probed, spelled[chosen], context):
+                # The producer's pattern took the op in (linear + relu): after any other
+                # quantized producer the quantizer propagates the producer's qspec.
+                shared = {"kind": "shared", "with": "producer:0"}
+                op = {**op, "inputs": {"0": shared}, "output": shared}
             policy = {"quantize": _quantize_policy(probed, spelled[chosen], context)}
             if context in ("post", "pre_post"):  # annotated only when a consumer quantizes
                 policy["consumers"] = "quantizing"
@@ -288,6 +293,19 @@ def _quantize_policy(probed: dict[str, Any], key: str, context: str) -> str:
     units = probed.get("mixed") or {}
     mixed = units.get(key, units.get(key.split("@")[0], {})).get("ops", [])  # spellings: alike
     return "if_input_quantized" if _annotated(mixed) else "if_all_inputs_quantized"
+
+
+def _fused_with_producer(probed: dict[str, Any], key: str, context: str) -> bool:
+    """Whether, after a quantized producer, the op's inputs carry no qspec while its output
+    does and the producer's output carries none: one fused pattern (linear + relu)."""
+    unit = (probed.get(context) or {}).get(key, {})
+    ops, producers = unit.get("ops", []), unit.get("pre", [])
+    return bool(
+        ops and producers
+        and not any(q is not None for q in ops[0]["inputs"].values())
+        and ops[-1]["output"] is not None
+        and all(p["output"] is None for p in producers)
+    )
 
 
 def _variant_policy(probed: dict[str, Any], key: str) -> dict[str, str]:
