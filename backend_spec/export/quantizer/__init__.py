@@ -1,16 +1,18 @@
 """Export a hand-written pt2e ``Quantizer`` to a spec, by observing it.
 
-1. **Probe** (:mod:`.probe`): annotate boards of one-op and chain models in five contexts and
-   read the annotations as data;
-2. **infer** (:mod:`.infer`): turn them into pattern entries and dtype configs, noting what the
-   format cannot say;
-3. **verify** (:mod:`.verify`): quantize the probe boards, the verification models
-   (:mod:`.models`) and the caller's own models with the original quantizer and with the
-   written spec's quantizer, and compare q/dq placement, qparams and outputs per ATen op.
+1. **Probe** (:mod:`.probe`): every unit (an ATen op of the packaged table, each spelling of
+   it, a fusion) in five contexts, and the verification models (:mod:`.models`), are branches
+   of one exported *suite*; the original quantizer prepares it once, and its annotations are
+   read right after ``annotate``;
+2. **infer** (:mod:`.infer`): turn them into pattern entries, dtype configs and policies,
+   noting what the format cannot say;
+3. **verify** (:mod:`.verify`): the written text is loaded back; its quantizer prepares the
+   same suite (and the caller's ``--probe-models``), and q/dq placement, qparams and outputs
+   are compared per branch and ATen op with the original's.
 
-The spec text is returned only with the verdict; the CLI writes it (atomically) only when every
-model matched. Probe results are cached on disk per torch / torchao version and quantizer
-identity (:func:`identity`) when the quantizer has a stable description.
+The spec text is returned with the verdict; the CLI writes it (atomically) only when every
+branch matched. The suite does not depend on the quantizer, so its exported program is cached
+on disk per torch version (the quantizer itself must run anyway: verification needs it).
 """
 
 from __future__ import annotations
@@ -190,7 +192,8 @@ def _suite(cache_dir: Path | None) -> tuple[Any, list[Any], dict[str, tuple[str,
 
     parts, unit_names = _parts()
     key = hashlib.sha256(
-        f"{PROBE_FORMAT}\n{torch.__version__}\n{len(parts.branches)}".encode()
+        "\n".join([str(PROBE_FORMAT), torch.__version__, *(b.label for b in parts.branches)])
+        .encode()
     ).hexdigest()[:24]
     path = (cache_dir or default_cache_dir()) / f"suite-{key}.pt2"
     exported = _load(path)
