@@ -220,7 +220,7 @@ def _save(path: Path, exported: Any) -> None:
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.{os.getpid()}")
+        temporary = path.with_name(f".{os.getpid()}.{path.name}")  # export.save wants .pt2
         torch.export.save(exported, temporary)
         os.replace(temporary, path)
     except Exception:  # noqa: BLE001 - a cache that cannot be written only costs time
