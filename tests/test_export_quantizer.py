@@ -176,6 +176,12 @@ def _matches(spec: Path, original) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="pt2e runtime: a consumer of a fixed-qparams output (linear after sigmoid) reuses the "
+    "fixed qparams, while torchao observes the edge again when the consumer's input qspec "
+    "differs from the producer's output qspec; export names aten.linear.default",
+)
 def test_own_quantizer_with_fixed_and_shared_qspecs_round_trips(tmp_path):
     sys.path.insert(0, str(FIXTURES))
     try:
