@@ -1,12 +1,15 @@
 # bespec developer tasks. `make demo` and `make test` bootstrap .venv themselves.
 PYTHON ?= python3
-VENV   := .venv
+# The torch the venv gets. The default venv is .venv; another supported version gets its own
+# (`make test TORCH=2.14.1` -> .venv-2.14.1), so the two never share packages.
+TORCH  ?= 2.13.0
+VENV   := $(if $(filter 2.13.0,$(TORCH)),.venv,.venv-$(TORCH))
 PY     := $(VENV)/bin/python
 BESPEC := $(VENV)/bin/bespec
 STAMP  := $(VENV)/.installed
 BUILTINS := native fbgemm qnnpack x86 onednn executorch tensorrt
-# The repository's specs point editors at the schema shipped inside the package.
-SCHEMA_REF := ../backend_spec/schema/backend-spec.schema.json
+# The repository's specs point editors at the top-level copy of the schema (`make schema`).
+SCHEMA_REF := ../schemas/backend-spec.schema.json
 
 .PHONY: demo test lint fmt specs schema docs aten-table bench clean
 
@@ -17,8 +20,8 @@ PIP := $(PY) -m pip install --quiet --quiet
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) --upgrade pip
-	# The CPU wheel: an unpinned torch would pull gigabytes of CUDA packages.
-	$(PIP) torch==2.13.0
+	# The CPU wheel for 2.13.0: an unpinned torch would pull gigabytes of CUDA packages.
+	$(PIP) torch==$(TORCH)
 	# torchao (the pt2e extra) is pinned; pip keeps the torch installed above.
 	$(PIP) --config-settings editable_mode=compat -e '.[dev,pt2e]'
 	# XNNPACKQuantizer for tests/test_parity.py: --no-deps keeps torch 2.13.0 (executorch 1.5.1
@@ -51,15 +54,19 @@ schema: $(STAMP)
 docs: $(STAMP)
 	$(PY) -m backend_spec.cli.render.reference docs
 
-# The ATen chains of the built-in backends' ops for this torch version (see backend_spec/pt2e).
+# The ATen chains of the built-in backends' ops for this torch minor version (see
+# backend_spec/pt2e/aten.py): `make aten-table TORCH=2.14.1` writes the 2.14 table.
 aten-table: $(STAMP)
 	$(PY) -m backend_spec.pt2e.aten
 
 specs: $(STAMP)
 	for n in $(BUILTINS); do $(BESPEC) export $$n -o specs/$$n.yaml --schema-ref $(SCHEMA_REF) || exit 1; done
 
+# The benchmarks' figures, as ratios against their baselines (see benchmarks/_bench.py; add
+# BENCH_STRICT=1 to fail over budget). `make test` runs every benchmark in quick mode.
 bench: $(STAMP)
 	$(PY) benchmarks/bench_load.py
+	$(PY) benchmarks/bench_lint.py
 	$(PY) benchmarks/bench_pt2e.py
 	$(PY) benchmarks/bench_startup.py
 

@@ -264,6 +264,14 @@ UNTRUSTED = _register(
     "use torch's fusers and getters, {sequential: X}, torch.nn / torch.ao.nn classes, or add "
     "the module to allow_imports (docs/security.md)",
 )
+FUSER_BUILDS_WRONG_MODULE = _register(
+    "BS307",
+    "fuser-builds-wrong-module",
+    E,
+    "a fuser, called on float modules of its pattern, fails or builds another class than "
+    "fused_module (or nn.Identity, which drops the matched layers)",
+    "use a fuser that builds the entry's fused_module, e.g. {sequential: FusedModuleClass}",
+)
 
 # -- 4xx: references between entries and files ------------------------------------------------
 UNKNOWN_DTYPE_CONFIG = _register(
@@ -382,6 +390,25 @@ REMOVE_LEAVES_SIBLINGS = _register(
     W,
     "``remove`` takes out an op but leaves its functional form or its fusions in the backend.",
 )
+UNSATISFIABLE_DTYPE_CONFIG = _register(
+    "BS516",
+    "unsatisfiable-dtype-config",
+    W,
+    "A dtype config no QConfig can satisfy (a static entry with float output and quantized "
+    "input), so torch always skips it.",
+)
+INVALID_NOQA = _register(
+    "BS520",
+    "invalid-noqa",
+    W,
+    "A ``# noqa`` comment that is not honoured: it names no codes, or is misplaced.",
+)
+UNUSED_NOQA = _register(
+    "BS521",
+    "unused-noqa",
+    W,
+    "A code in a ``# noqa`` comment silences nothing: no such finding, or it cannot be silenced.",
+)
 RULE_CRASHED = _register(
     "BS599",
     "rule-crashed",
@@ -418,7 +445,7 @@ UNNAMEABLE = _register(
     "unnameable-object",
     E,
     "export met an object that has no name a spec can use",
-    "define it at module level in an importable module",
+    "use a module-level function or class (not a lambda or local function)",
 )
 UNWRITABLE = _register(
     "BS911", "unwritable-config", E, "export met a config it cannot write as a spec"

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
 from backend_spec import codes
-from backend_spec.codes import Severity
+from backend_spec.codes import Code, Severity
 
 # C0 and C1 controls, DEL, soft hyphen, line/paragraph separators, zero-width and bidi marks,
 # embeddings, overrides and isolates, the BOM and interlinear annotations: anything that moves
@@ -40,22 +41,37 @@ def escape(text: object) -> str:
 MAX_DIAGNOSTICS = 200
 
 
-def capped(diagnostics: list[Diagnostic], total: int | None = None) -> list[Diagnostic]:
-    """The first MAX_DIAGNOSTICS diagnostics, plus a note of how many more (``total`` when the
-    caller knows more were found than it built)."""
-    total = len(diagnostics) if total is None else total
-    if total <= MAX_DIAGNOSTICS:
-        return diagnostics
+#: The order in which the cap keeps diagnostics: errors are never hidden behind warnings.
+_RANK = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
-    kept = diagnostics[:MAX_DIAGNOSTICS]
-    last = kept[-1]
+
+def capped(diagnostics: list[Diagnostic], unlisted_errors: int = 0) -> list[Diagnostic]:
+    """At most MAX_DIAGNOSTICS diagnostics, errors first, then warnings, then notes (each in
+    the order given), plus a note counting what was left out by severity. ``unlisted_errors``
+    are errors the caller found but did not build; a note from an earlier cap is folded in."""
+    notes = [d for d in diagnostics if d.code == codes.TOO_MANY_PROBLEMS and d.hidden]
+    listed = [d for d in diagnostics if d not in notes] if notes else diagnostics
+    hidden = Counter({Severity.ERROR: unlisted_errors})
+    for note in notes:
+        hidden.update(dict(zip(_RANK, note.hidden, strict=False)))
+    if len(listed) <= MAX_DIAGNOSTICS and not hidden.total():
+        return listed
+    ranked = sorted(listed, key=lambda d: _RANK[d.severity])
+    kept, rest = ranked[:MAX_DIAGNOSTICS], ranked[MAX_DIAGNOSTICS:]
+    hidden.update(d.severity for d in rest)
+    counts = tuple(hidden[s] for s in _RANK)
+    named = ("error(s)", "warning(s)", "note(s)")
+    detail = ", ".join(f"{n} {word}" for n, word in zip(counts, named, strict=True) if n)
+    file, line, column = (kept[-1].file, kept[-1].line, kept[-1].column) if kept else ("", 0, 0)
     note = Diagnostic(
-        last.file,
-        last.line,
-        last.column,
+        file,
+        line,
+        column,
         codes.TOO_MANY_PROBLEMS,
-        f"{total - MAX_DIAGNOSTICS} more problem(s) not shown (limit {MAX_DIAGNOSTICS})",
+        f"{sum(counts)} more problem(s) not shown: {detail} (limit {MAX_DIAGNOSTICS})",
         "fix these first",
+        severity=Severity.ERROR if counts[0] or not kept else kept[-1].severity,
+        hidden=counts,
     )
     return [*kept, note]
 
@@ -84,16 +100,35 @@ def escape_lines(text: str) -> str:
 
 @dataclass(frozen=True)
 class Diagnostic:
-    """One problem at one place. ``line`` and ``column`` are 1-based (0 when unknown)."""
+    """One problem at one place. ``line`` and ``column`` are 1-based (0 when unknown).
+
+    ``code`` is an entry of the registry (:mod:`backend_spec.codes`; its id is accepted and
+    looked up, an unregistered one is a ValueError). ``hint`` and ``severity`` default to the
+    code's, so a call site writes them only when it knows better: a hint naming the value at
+    hand, or ``""`` for none.
+    """
 
     file: str
     line: int
     column: int
-    code: str
+    code: Code
     message: str
-    hint: str = ""
-    severity: Severity = Severity.ERROR
+    hint: str = None  # type: ignore[assignment]  # None: the code's hint
+    severity: Severity = None  # type: ignore[assignment]  # None: the code's severity
     key_path: tuple[str | int, ...] = field(default=(), compare=False)
+    #: On a BS108 note only: how many errors, warnings and notes it stands for, so that a
+    #: list capped twice (validation, then compile's rules) still counts every one.
+    hidden: tuple[int, ...] = field(default=(), compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        code = codes.lookup(self.code)
+        if code is None:
+            raise ValueError(f"diagnostic code {self.code!r} is not in the registry (codes.py)")
+        object.__setattr__(self, "code", code)
+        if self.hint is None:
+            object.__setattr__(self, "hint", code.hint)
+        if self.severity is None:
+            object.__setattr__(self, "severity", code.severity)
 
     def location(self) -> str:
         """``file:line:column``, or just the file (``<my_backend>`` for an exported config)
@@ -128,6 +163,5 @@ class SpecError(Exception):
     def __init__(self, diagnostics: list[Diagnostic]):
         unique = dict.fromkeys(diagnostics)
         ordered = sorted(unique, key=lambda d: (d.file, d.line, d.column))
-        # A list capped upstream holds MAX_DIAGNOSTICS + 1 (its note): not capped twice.
-        self.diagnostics = capped(ordered) if len(ordered) > MAX_DIAGNOSTICS + 1 else ordered
+        self.diagnostics = capped(ordered)
         super().__init__("\n".join(str(d) for d in self.diagnostics))

@@ -26,6 +26,12 @@ from pathlib import Path
 _TEMP_ATTEMPTS = 8
 
 
+def suffix_of(path: str | os.PathLike[str]) -> str:
+    """A file's suffix in lower case, the one way every reader and writer tells a spec's
+    format from its name: ``x.TOML`` is read and written as TOML, ``x.Yml`` as YAML."""
+    return Path(path).suffix.lower()
+
+
 class WriteError(Exception):
     """An output path bespec refuses or fails to write; the message names the path and why."""
 

@@ -4,12 +4,12 @@ Budgets (issue 2):
 * loading a 200-pattern spec costs at most 3% of ``import torch`` in the same process;
 * ten times the patterns costs at most twelve times the time.
 
-Run: ``.venv/bin/python benchmarks/bench_load.py`` (``make bench``). Exits 1 if over budget.
+Run: ``.venv/bin/python benchmarks/bench_load.py [--quick] [--strict]`` (``make bench``;
+``--quick``: 20 and 200 patterns, fewer repeats). See ``_bench.py``.
 """
 
 from __future__ import annotations
 
-import statistics
 import sys
 import time
 
@@ -19,6 +19,8 @@ import torch  # noqa: E402,F401  (timed: the yardstick)
 IMPORT_TORCH = time.perf_counter() - start
 
 from pathlib import Path  # noqa: E402
+
+from _bench import QUICK, best, exit_code, ratio  # noqa: E402
 
 import backend_spec  # noqa: E402
 from backend_spec.export import dump  # noqa: E402
@@ -56,32 +58,21 @@ def _distinct(config, copy_number: int):
 
 
 def best_time(text: str, fmt: str, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        backend_spec.loads(text, format=fmt)
-        times.append(time.perf_counter() - t0)
-    return min(times), statistics.median(times)
+    return best(lambda: backend_spec.loads(text, format=fmt), repeat)
 
 
 def main() -> int:
-    ok = True
-    print(f"import torch: {IMPORT_TORCH * 1000:.0f} ms (yardstick)")
+    small_n, repeat = (20, 3) if QUICK else (200, 15)
     for fmt in ("yaml", "toml"):
-        small, large = spec_with(200, fmt), spec_with(2000, fmt)
-        best_time(small, fmt, 3)  # warm caches and lazy imports
-        t_small, med_small = best_time(small, fmt, 15)
-        t_large, _ = best_time(large, fmt, 5)
-        ratio = t_small / IMPORT_TORCH
-        scale = t_large / t_small
-        print(
-            f"{fmt}: 200 patterns {t_small * 1000:.1f} ms (median {med_small * 1000:.1f}) = "
-            f"{ratio:.1%} of import torch [budget 3%]; 2000 patterns {t_large * 1000:.1f} ms = "
-            f"{scale:.1f}x [budget 12x]"
+        small, large = spec_with(small_n, fmt), spec_with(10 * small_n, fmt)
+        best_time(small, fmt, 1 if QUICK else 3)  # warm caches and lazy imports
+        t_small = best_time(small, fmt, repeat)
+        t_large = best_time(large, fmt, max(2, repeat // 3))
+        ratio(f"{fmt}: load of {small_n} patterns", t_small / IMPORT_TORCH, "import torch", 0.03)
+        ratio(
+            f"{fmt}: load of {10 * small_n} patterns", t_large / t_small, f"{small_n} patterns", 12
         )
-        ok &= ratio <= 0.03 and scale <= 12
-    print("within budget" if ok else "OVER BUDGET")
-    return 0 if ok else 1
+    return exit_code()
 
 
 if __name__ == "__main__":

@@ -1,12 +1,14 @@
 """Mutation score of ``bespec check --golden``: how many single-field spec edits it notices.
 
     python benchmarks/bench_mutations.py [SPEC] [--count N] [--jobs J] [--seed S] [--models]
+                                         [--quick]
 
 Records a golden of SPEC (default ``specs/native.yaml``), then applies N random single-field
 edits of the kinds a reviewer would worry about (swapped observation types, dtype configs,
 reference, fused and root modules, ``input_type_to_index``, narrowed activation ranges, QAT
 root modules), checks each edited spec against the golden and prints which edits went unnoticed.
-Edits that make the spec invalid are not counted. Slow: one full check per edit.
+Edits that make the spec invalid are not counted. Slow: one full check per edit, so not part
+of ``make bench``; ``--quick`` makes two edits of ``specs/tutorial.yaml`` (see ``_bench.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from _bench import QUICK, exit_code, ratio
 from ruamel.yaml import YAML
 
 from backend_spec._torch import silence_globally
@@ -26,6 +29,9 @@ from backend_spec.check import compare_to_golden, run_check
 from backend_spec.check.golden import golden_from_report
 from backend_spec.diagnostics import SpecError
 
+TUTORIAL = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "specs", "tutorial.yaml"
+)
 Doc = dict[str, Any]
 Edit = tuple[str, Callable[[Doc], None]]
 
@@ -88,14 +94,17 @@ def _dtype_setter(name: str, side: str, value: Any) -> Callable[[Doc], None]:
     return apply
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("spec", nargs="?", default="specs/native.yaml")
     parser.add_argument("--count", type=int, default=20)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--models", action="store_true", help="include the zoo models")
+    parser.add_argument("--quick", action="store_true", help="two edits of the tutorial spec")
     args = parser.parse_args()
+    if QUICK:
+        args.spec, args.count, args.jobs, args.models = TUTORIAL, 2, 1, False
     silence_globally()
     with open(args.spec, encoding="utf-8") as handle:
         doc = YAML(typ="safe").load(handle)
@@ -123,7 +132,8 @@ def main() -> None:
             f"{'caught' if drift else 'MISSED':9s} {description}"
             + (f"  [{drift[0]}]" if drift else "")
         )
-    print(f"caught {caught} of {counted} edits ({caught / max(counted, 1):.0%})")
+    ratio(f"edits caught ({caught})", caught / max(counted, 1), f"the {counted} valid edits")
+    return exit_code()
 
 
 def _round_robin(candidates: list[Edit], rng: random.Random) -> list[Edit]:
@@ -149,4 +159,4 @@ def _write(path: str, doc: Doc) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

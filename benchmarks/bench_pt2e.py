@@ -1,70 +1,85 @@
-"""pt2e figures, as ratios and times measured inside one process.
+"""pt2e figures, as ratios measured inside one process.
 
-* building the quantizer of ``specs/x86.yaml``: cold (every op traced with torch.export, as
-  under a torch version the packaged ATen table was not made for) and cached (the packaged
-  table, the normal case);
+* building the quantizer of ``specs/x86.yaml``, cached (the packaged ATen table of this torch
+  minor version, the normal case) against ``import torch``, and cold (every op traced with
+  torch.export, as on a first run under a torch without a table) against cached;
 * annotate + ``prepare_pt2e`` with that quantizer on a ResNet-18-shaped model against
   ``prepare_fx`` with ``backend_spec.qconfig_mapping`` on the same model. Budget (issue 13):
   prepare_pt2e is no slower than prepare_fx (ratio <= 1);
 * ``prepare_pt2e`` with the port ``specs/x86_inductor.yaml`` against the hand-written
   ``X86InductorQuantizer`` it reproduces, on the residual parity net (printed, not budgeted).
 
-Run: ``.venv/bin/python benchmarks/bench_pt2e.py [--no-cold]`` (``make bench``). Exits 1 if over
-budget.
+Run: ``.venv/bin/python benchmarks/bench_pt2e.py [--no-cold] [--quick] [--strict]``
+(``make bench``; ``--quick``: the tutorial spec and model, no cold build). See ``_bench.py``.
 """
 
 from __future__ import annotations
 
-import copy
-import sys
 import time
-from pathlib import Path
 
-import backend_spec
-from backend_spec._torch import quiet, torch
-from backend_spec.pt2e import aten, nets, rules
-from backend_spec.pt2e.parity_nets import PARITY_NETS
+start = time.perf_counter()
+import torch  # noqa: E402  (timed: the yardstick)
+
+IMPORT_TORCH = time.perf_counter() - start
+
+import copy  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from _bench import QUICK, args, best, exit_code, ratio  # noqa: E402
+
+import backend_spec  # noqa: E402
+from backend_spec._torch import quiet  # noqa: E402
+from backend_spec.pt2e import aten, nets, rules  # noqa: E402
+from backend_spec.pt2e.parity_nets import PARITY_NETS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-SPEC = ROOT / "specs" / "x86.yaml"
+SPEC = ROOT / "specs" / ("tutorial.yaml" if QUICK else "x86.yaml")
 
 
-def best(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+def _clear_trace_caches() -> None:
+    for cached in (aten._packaged, aten._disk_cache, aten._traced, aten.called_fuser):
+        cached.cache_clear()
 
 
 def build_times(cold: bool) -> None:
     bc = backend_spec.load(SPEC)
     rules.compile_table(bc)  # warm imports
-    if cold:
-        saved = aten.TABLE_PATH
-        aten.TABLE_PATH = Path("/nonexistent/aten_table.json")
-        for cached in (aten._packaged, aten._traced, aten.called_fuser):
-            cached.cache_clear()
-        t0 = time.perf_counter()
-        rules.compile_table(bc)
-        print(f"quantizer build, cold (trace every op): {time.perf_counter() - t0:.2f} s")
-        aten.TABLE_PATH = saved
-        aten._packaged.cache_clear()
-    cached = best(lambda: rules.compile_table(bc), 5)
-    print(f"quantizer build, cached ATen table: {cached * 1000:.0f} ms")
+    cached = best(lambda: rules.compile_table(bc), 2 if QUICK else 5)
+    ratio(
+        f"quantizer build of {SPEC.name}, cached ATen table", cached / IMPORT_TORCH, "import torch"
+    )
+    if not cold:
+        return
+    packaged = aten._packaged
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["BESPEC_CACHE_DIR"] = cache  # an empty trace cache
+        aten._packaged = lambda: {}  # no table for this torch
+        _clear_trace_caches()
+        try:
+            t0 = time.perf_counter()
+            rules.compile_table(bc)
+            traced = time.perf_counter() - t0
+        finally:
+            aten._packaged = packaged
+            del os.environ["BESPEC_CACHE_DIR"]
+            _clear_trace_caches()
+    ratio("quantizer build, cold (trace every op)", traced / cached, "the cached build")
 
 
-def prepare_times() -> float:
+def prepare_times() -> None:
     from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
 
     with quiet():
         from torch.ao.quantization.quantize_fx import prepare_fx
 
-    model, inputs = nets.resnet18_net()
+    model, inputs = nets.tutorial_net() if QUICK else nets.resnet18_net()
     bc = backend_spec.load(SPEC)
     qmap = backend_spec.qconfig_mapping(bc)
     quantizer = backend_spec.quantizer(SPEC)
+    repeat = 1 if QUICK else 3
 
     def fx() -> None:
         with quiet():
@@ -74,7 +89,7 @@ def prepare_times() -> float:
         with quiet():
             return torch.export.export(copy.deepcopy(model), inputs).module()
 
-    graphs = [exported() for _ in range(4)]
+    graphs = [exported() for _ in range(repeat + 1)]
 
     def pt2e() -> None:
         with quiet():
@@ -82,13 +97,9 @@ def prepare_times() -> float:
 
     fresh = exported()
     annotate = best(lambda: quantizer.annotate(fresh), 1)
-    t_fx, t_pt2e = best(fx, 3), best(pt2e, 3)
-    print(f"annotate: {annotate * 1000:.1f} ms")
-    print(
-        f"prepare_fx: {t_fx * 1000:.0f} ms; prepare_pt2e (annotate included): "
-        f"{t_pt2e * 1000:.0f} ms; ratio {t_pt2e / t_fx:.2f} (budget <= 1)"
-    )
-    return t_pt2e / t_fx
+    t_fx, t_pt2e = best(fx, repeat), best(pt2e, repeat)
+    ratio("annotate", annotate / t_fx, "prepare_fx")
+    ratio("prepare_pt2e (annotate included)", t_pt2e / t_fx, "prepare_fx", budget=1.0)
 
 
 def port_ratio() -> None:
@@ -115,17 +126,19 @@ def port_ratio() -> None:
             prepare_pt2e(graphs.pop(), X86InductorQuantizer().set_global(config))
 
     t_spec, t_hand = best(spec, 3), best(hand_written, 3)
-    print(
-        f"prepare_pt2e, X86InductorQuantizer: {t_hand * 1000:.0f} ms; specs/x86_inductor.yaml "
-        f"(quantizer build included): {t_spec * 1000:.0f} ms; ratio {t_spec / t_hand:.2f}"
+    ratio(
+        "prepare_pt2e with specs/x86_inductor.yaml (quantizer build included)",
+        t_spec / t_hand,
+        "X86InductorQuantizer",
     )
 
 
 def main() -> int:
-    build_times(cold="--no-cold" not in sys.argv)
-    ratio = prepare_times()
-    port_ratio()
-    return 0 if ratio <= 1.0 else 1
+    build_times(cold="--no-cold" not in args() and not QUICK)
+    prepare_times()
+    if not QUICK:
+        port_ratio()
+    return exit_code()
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ torch, and each takes at most 0.35x the time of importing torch. Every command r
 process (startup is the point); each figure is the median of several runs, taken in turns
 with the yardstick so that a drift of the machine's speed affects both alike.
 
-Run: ``.venv/bin/python benchmarks/bench_startup.py [RUNS]`` (``make bench``). Exits 1 if over
-budget.
+Run: ``.venv/bin/python benchmarks/bench_startup.py [RUNS] [--quick] [--strict]``
+(``make bench``; ``--quick``: one run each). See ``_bench.py``.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _bench import QUICK, args, exit_code, ratio
 
 ROOT = Path(__file__).resolve().parent.parent
 BUDGET = 0.35
@@ -41,24 +43,19 @@ def run_time(command: list[str], cwd: str, env: dict[str, str]) -> float:
 
 def main(runs: int = 5) -> int:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    ok = True
     with tempfile.TemporaryDirectory() as cwd:
         run_time(YARDSTICK, cwd, env)  # warm the file cache
         yardstick: list[float] = []
         times: dict[str, list[float]] = {name: [] for name in COMMANDS}
         for _ in range(runs):
             yardstick.append(run_time(YARDSTICK, cwd, env))
-            for name, args in COMMANDS.items():
-                times[name].append(run_time([*BESPEC, *args], cwd, env))
+            for name, command in COMMANDS.items():
+                times[name].append(run_time([*BESPEC, *command], cwd, env))
     torch_time = statistics.median(yardstick)
-    print(f"python -c 'import torch': {torch_time * 1000:.0f} ms (yardstick, median of {runs})")
     for name, samples in times.items():
-        ratio = statistics.median(samples) / torch_time
-        verdict = "ok" if ratio <= BUDGET else "OVER BUDGET"
-        print(f"bespec {name:<12} {ratio:5.2f}x import torch (budget {BUDGET}x) {verdict}")
-        ok = ok and ratio <= BUDGET
-    return 0 if ok else 1
+        ratio(f"bespec {name}", statistics.median(samples) / torch_time, "import torch", BUDGET)
+    return exit_code()
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(*(int(a) for a in sys.argv[1:2])))
+    raise SystemExit(main(1 if QUICK else int((args() or ["5"])[0])))

@@ -37,6 +37,29 @@ def test_bad_spec_reports_code_line_and_column(path: Path) -> None:
     assert all(d.code != "BS900" for d in info.value.diagnostics), info.value
 
 
+_MESSAGE = re.compile(rb"^# message: (.+)$", re.M)
+WORDED = [p for p in FILES if _MESSAGE.search(p.read_bytes())]
+
+
+@pytest.mark.parametrize("path", WORDED, ids=[p.name for p in WORDED])
+def test_bad_spec_says_it_once_in_our_words_with_a_hint(path: Path) -> None:
+    """Cases with a ``# message:`` line (the version 2 keys and fuser forms): the one
+    diagnostic at the expected place carries those words and a hint, and no diagnostic leaks
+    pydantic's own wording."""
+    with pytest.raises(backend_spec.SpecError) as info:
+        backend_spec.load(path)
+    ((code, line, column),) = expected(path)
+    words = _MESSAGE.search(path.read_bytes()).group(1).decode()
+    here = [d for d in info.value.diagnostics if (d.line, d.column) == (line, column)]
+    assert [d.code for d in here] == [code], info.value
+    assert words in here[0].message and here[0].hint, info.value
+    errors = [d for d in info.value.diagnostics if d.severity == "error"]
+    assert len(errors) == 1, info.value
+    assert not any(
+        "Input should" in d.message or "String should" in d.message for d in info.value.diagnostics
+    ), info.value
+
+
 def test_cli_reports_bad_specs_without_traceback() -> None:
     """One process over the corpus: exit 1, file:line:col on stderr, never a traceback."""
     script = (

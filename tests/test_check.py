@@ -393,6 +393,15 @@ def test_cli_exit_status_follows_the_golden(tmp_path) -> None:
     matched = runner.invoke(app, [*base, "--golden", str(golden), "--format", "json"])
     assert matched.exit_code == 0, matched.output
     assert "matches golden" in matched.output and "(1 known failure)" in matched.output
+    assert "recorded with torch" not in matched.output
+    recorded = json.loads(golden.read_text())
+    assert recorded["torch"] == str(torch.__version__)
+    golden.write_text(json.dumps({**recorded, "torch": "2.0.0"}))
+    other_torch = runner.invoke(app, [*base, "--golden", str(golden)])
+    assert other_torch.exit_code == 0, other_torch.output  # a note, not drift
+    assert f"recorded with torch 2.0.0; this run uses torch {torch.__version__}" in (
+        other_torch.output
+    )
 
     bc.configs[0].set_reference_quantized_module(nnqr.Conv2d)
     spec.write_text(backend_spec.dump(bc))

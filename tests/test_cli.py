@@ -15,10 +15,12 @@ from backend_spec.analysis.compare import describe
 from backend_spec.cli.app import app
 from backend_spec.compiler.loader import load
 from backend_spec.specfile.models import json_schema
-from backend_spec.specfile.schema import generated_text, schema_comment, schema_text
+from backend_spec.specfile.schema import COPIES, generated_text, schema_comment, schema_text
+from backend_spec.specfile.source import parse
 
 ROOT = Path(__file__).resolve().parent.parent
-REPO_SCHEMA_REF = "../backend_spec/schema/backend-spec.schema.json"
+#: Where the repository's specs point editors: the top-level copy, seen from specs/.
+REPO_SCHEMA_REF = f"../{COPIES[1].as_posix()}"
 runner = CliRunner()
 
 
@@ -128,6 +130,33 @@ def test_shipped_schema_is_current():
     assert json.loads(schema_text()) == json_schema()
 
 
+def test_both_schema_copies_equal_the_schema_command():
+    printed = runner.invoke(app, ["schema"])
+    assert printed.exit_code == 0
+    assert COPIES[1].parts[0] == "schemas"  # the top-level folder editors and tools look in
+    for copy in COPIES:
+        assert (ROOT / copy).read_text(encoding="utf-8") == printed.stdout, "run `make schema`"
+
+
+def test_the_wheel_ships_the_packaged_copy():
+    import fnmatch
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    shipped = pyproject["tool"]["setuptools"]["package-data"]["backend_spec"]
+    inside = COPIES[0].relative_to("backend_spec").as_posix()
+    assert any(fnmatch.fnmatch(inside, glob) for glob in shipped)
+
+
+def test_make_specs_points_at_the_top_level_schema():
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert f"\nSCHEMA_REF := {REPO_SCHEMA_REF}\n" in makefile
+
+
 def test_schema_command_prints_the_schema():
     result = runner.invoke(app, ["schema"])
     assert result.exit_code == 0
@@ -183,3 +212,51 @@ def test_compile_keeps_lint_notes_out_of_its_warnings(tmp_path):
     result = runner.invoke(app, ["compile", str(spec)])
     assert result.exit_code == 0, result.output
     assert "BS701" not in result.output and "warning" not in result.output
+
+
+@pytest.mark.parametrize("flow", ["pt2e", "both"])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--golden", "g.json"],
+        ["--update-golden", "--golden", "g.json"],
+        ["--jobs", "2"],
+        ["--engine", "qnnpack"],
+        ["--verbose"],
+    ],
+)
+def test_check_refuses_the_flags_a_flow_does_not_honour(flow, flags):
+    # Each flag means the same under every --flow, or it is refused: never silently ignored.
+    result = runner.invoke(app, ["check", "x86", "--flow", flow, *flags])
+    assert result.exit_code == 2, result.output
+    [line] = result.stderr.strip().splitlines()
+    assert flags[0] in line and f"--flow {flow}" in line, line
+
+
+@pytest.mark.parametrize("flags", [["--torch-default"], ["--qconfig-mapping", "m:q"]])
+def test_explain_pt2e_refuses_qconfig_choices(flags):
+    result = runner.invoke(app, ["explain", "x86", "--model", "m:f", "--flow", "pt2e", *flags])
+    assert result.exit_code == 2 and flags[0] in result.stderr, result.output
+
+
+def test_an_unknown_flow_is_refused():
+    assert runner.invoke(app, ["check", "x86", "--flow", "onnx"]).exit_code == 2
+    assert runner.invoke(app, ["explain", "x86", "--model", "m:f", "--flow", "both"]).exit_code == 2
+
+
+@pytest.mark.parametrize(
+    ("name", "fmt"),
+    [("x.TOML", "toml"), ("x.Toml", "toml"), ("x.YML", "yaml"), ("x.Yaml", "yaml")],
+)
+def test_suffix_case_does_not_change_the_format_written_or_read(tmp_path, name, fmt):
+    out = tmp_path / name
+    result = runner.invoke(app, ["export", "fbgemm", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    if fmt == "toml":  # TOML, not YAML under a TOML name
+        assert parse(text, name, "toml").data["name"] == "fbgemm"
+    else:
+        assert "\nname: fbgemm\n" in text
+    result = runner.invoke(app, ["compile", str(out)])
+    assert result.exit_code == 0, result.output
+    assert describe(load(out)) == describe(load(ROOT / "specs/fbgemm.yaml"))

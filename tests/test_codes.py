@@ -60,3 +60,40 @@ def test_every_registered_code_is_documented() -> None:
     page = (ROOT / "docs" / "codes.md").read_text(encoding="utf-8")
     for code in codes.REGISTRY.values():
         assert f"| {code.id} | {code.slug} |" in page
+
+
+def test_a_diagnostic_takes_severity_and_hint_from_its_code() -> None:
+    from backend_spec.diagnostics import Diagnostic
+
+    warning = Diagnostic("f.yaml", 1, 1, codes.UNUSED_DTYPE_CONFIG, "unused")
+    assert warning.severity is codes.Severity.WARNING
+    error = Diagnostic("f.yaml", 1, 1, codes.YAML_TAG, "tag")
+    assert (error.severity, error.hint) == (codes.Severity.ERROR, codes.YAML_TAG.hint)
+    assert error.hint  # the test means something only if the code has a hint
+    told = Diagnostic("f.yaml", 1, 1, "BS106", "tag", "", codes.Severity.WARNING)
+    assert told.code is codes.YAML_TAG  # an id is looked up in the registry
+    assert (told.hint, told.severity) == ("", codes.Severity.WARNING)
+
+
+def test_an_unregistered_code_is_refused() -> None:
+    import pytest
+
+    from backend_spec.diagnostics import Diagnostic
+
+    with pytest.raises(ValueError, match="BS999"):
+        Diagnostic("f.yaml", 1, 1, "BS999", "nothing")
+
+
+def test_no_call_site_retypes_a_registry_hint() -> None:
+    # A hint written again by hand drifts from the registry's; the default is the registry's.
+    import ast
+
+    hints = {c.hint for c in codes.REGISTRY.values() if c.hint}
+    retyped = [
+        f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}"
+        for path in PACKAGE.rglob("*.py")
+        if path.name != "codes.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant) and node.value in hints
+    ]
+    assert not retyped, retyped

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from backend_spec.cli.app import app
@@ -110,3 +111,87 @@ def test_misuse_and_bad_specs(tmp_path: Path) -> None:
     result = run("diff", str(bad), "fbgemm")
     assert result.exit_code == 2
     assert "BS300" in result.stderr
+
+
+# -- version 2 keys: the whole form is compared -------------------------------------------------
+
+V2_BASE = """\
+spec_version: 3
+name: npu
+dtype_configs:
+  act:
+    input_dtype: {dtype: quint8}
+    output_dtype: quint8
+  weighted:
+    input_dtype: quint8
+    output_dtype: quint8
+    weight_dtype: {dtype: qint8}
+patterns:
+  - pattern: nn.ReLU
+    dtype_configs: [act]
+  - pattern: nn.Linear
+    dtype_configs: [weighted]
+"""
+
+#: One case per version 2 or 3 key: where it goes (a dtype mapping of ``act``/``weighted``, or the
+#: nn.ReLU entry), and two values that differ. Every key of the field table must have a case.
+V2_CASES = {
+    "observer": ("input_dtype: {dtype: quint8", "histogram", "minmax"),
+    "qscheme": ("input_dtype: {dtype: quint8", "symmetric", "affine"),
+    "granularity": ("weight_dtype: {dtype: qint8", "per_channel", "per_tensor"),
+    "ch_axis": ("weight_dtype: {dtype: qint8", "1", "0"),
+    "reduce_range": ("input_dtype: {dtype: quint8", "true", "false"),
+    "fake_quant": ("input_dtype: {dtype: quint8", "learnable", "fake_quantize"),
+    "quantize": ("    dtype_configs: [act]", "always", "if_input_quantized"),
+    "aten": ("    dtype_configs: [act]", "[[aten.relu.default]]", "[[aten.relu_.default]]"),
+    "output": ("    dtype_configs: [act]", "never", "always"),
+    "extra_inputs": ("    dtype_configs: [act]", "quantized", "float"),
+    "chain_input": ("    dtype_configs: [act]", "any", "first"),
+    "input_shapes": ("    dtype_configs: [act]", "equal", "any"),
+    "scalars": ("    dtype_configs: [act]", "tensor", "keep"),
+    "consumers": ("    dtype_configs: [act]", "quantizing", "any"),
+}
+
+
+def _v2_spec(folder: Path, name: str, key: str, value: str) -> str:
+    anchor = V2_CASES[key][0]
+    if anchor.startswith("    "):  # a key of the nn.ReLU entry
+        text = V2_BASE.replace(anchor, f"{anchor}\n    {key}: {value}", 1)
+    else:
+        text = V2_BASE.replace(anchor, f"{anchor}, {key}: {value}", 1)
+    path = folder / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_every_version_2_key_has_a_diff_case() -> None:
+    from backend_spec.specfile.fields import OBSERVER_FIELDS, PT2E_PATTERN_FIELDS
+
+    assert set(V2_CASES) == {*OBSERVER_FIELDS, *PT2E_PATTERN_FIELDS}
+
+
+@pytest.mark.parametrize("key", sorted(V2_CASES))
+def test_specs_differing_only_in_a_version_2_key_differ(tmp_path: Path, key: str) -> None:
+    _, old, new = V2_CASES[key]
+    a = _v2_spec(tmp_path, "a.yaml", key, old)
+    b = _v2_spec(tmp_path, "b.yaml", key, new)
+    differences = diff_refs(a, b)
+    # the field is named: dtype_configs[0].input_dtype.observer, aten[0][0]...
+    assert [d.field.rsplit(".", 1)[-1].split("[")[0] for d in differences] == [key], differences
+    result = run("diff", a, b)
+    assert result.exit_code == 1, result.output
+    assert key in result.stdout and "identical" not in result.stdout
+    assert run("diff", a, _v2_spec(tmp_path, "a2.yaml", key, old)).exit_code == 0
+
+
+def test_check_records_every_entry_field_of_the_table() -> None:
+    # check/cases.py reads the field table: a field it left out (num_tensor_args_to_observation
+    # _type) would let an edit to it pass a golden unnoticed.
+    from backend_spec.check.cases import declared_text
+    from backend_spec.specfile.fields import ENTRY_FIELDS
+
+    native = load_backend("native")
+    recorded = {line.split(":", 1)[0] for c in native.configs for line in declared_text(c)}
+    settable = {f.key for f in ENTRY_FIELDS}
+    assert "num_tensor_args_to_observation_type" in recorded
+    assert recorded <= settable | {"aten", "quantize"}

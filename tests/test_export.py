@@ -35,7 +35,7 @@ from backend_spec.names.vocabulary import (
     METHOD_PREFIX,
     SPECIAL_NAMES,
 )
-from backend_spec.specfile.schema import SCHEMA_NAME, schema_text
+from backend_spec.specfile.schema import COPIES, SCHEMA_NAME, schema_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -47,8 +47,8 @@ F = torch.nn.functional
 nni = torch.ao.nn.intrinsic
 SPECS = Path(__file__).resolve().parent.parent / "specs"
 BUILTINS = list(BUILTIN_BACKENDS)
-#: Where the repository's specs point editors (``make specs``): the schema in the package.
-REPO_SCHEMA_REF = "../backend_spec/schema/backend-spec.schema.json"
+#: Where the repository's specs point editors (``make specs``): the top-level schema.
+REPO_SCHEMA_REF = f"../{COPIES[1].as_posix()}"
 
 
 @functools.cache
@@ -201,6 +201,25 @@ def test_lambda_fuser_is_a_spec_error_naming_pattern_and_field() -> None:
     assert "<lambda>" in diag.message
     assert " at 0x" not in diag.message
     assert diag.key_path == ("patterns", 0, "fuser_method")
+
+
+class _Fusers:
+    def fuse(self, is_qat: bool, a: Any, b: Any) -> Any:
+        return a
+
+
+def test_bound_method_fuser_is_named_as_bound_to_an_instance() -> None:
+    # its __qualname__ is the function's (test_export._Fusers.fuse), which reads as if it
+    # were importable: the message says what cannot be named, the instance
+    bc = BackendConfig("b").set_backend_pattern_config(
+        BackendPatternConfig((nn.Linear, nn.ReLU)).set_fuser_method(_Fusers().fuse)
+    )
+    with pytest.raises(backend_spec.SpecError) as info:
+        dump(bc)
+    (diag,) = info.value.diagnostics
+    assert diag.code == "BS910"
+    assert "method fuse bound to an instance of test_export._Fusers" in diag.message
+    assert "staticmethod or a classmethod" in diag.hint
 
 
 def test_every_unnameable_object_is_reported_at_once() -> None:

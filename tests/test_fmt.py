@@ -216,3 +216,8 @@ def test_toml_keys_are_written_key_equals_value() -> None:
     assert format_toml_text(text) == (
         'spec_version = 1\n"name" = "x"  # kept\n[dtype_configs.a]\ninput_dtype = "quint8"\n'
     )
+
+
+def test_line_separators_stay_inside_their_comment_or_string() -> None:
+    text = "patterns: []\nname: a\u2028b  # note\u2029 x: 1\n"
+    assert format_text(text) == "name: a\u2028b  # note\u2029 x: 1\npatterns: []\n"

@@ -44,8 +44,10 @@ def run(*args: str) -> tuple[int, str, str]:
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Path:
-    """A folder with its own pyproject.toml, so the repository's settings do not apply."""
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project folder, the working directory, with its own pyproject.toml (so the
+    repository's settings do not apply)."""
+    monkeypatch.chdir(tmp_path)
     (tmp_path / "pyproject.toml").write_text("[tool.bespec]\n")
     for name, text in (("clean", CLEAN), ("warns", WARNS), ("broken", BROKEN)):
         (tmp_path / f"{name}.yaml").write_text(text)
@@ -120,6 +122,40 @@ def test_project_settings(project: Path) -> None:
     assert run("lint", str(project / "warns.yaml"))[0] == 1  # strict from pyproject
     (project / "pyproject.toml").write_text('[tool.bespec.lint]\nselect = ["BS8"]\n')
     assert run("lint", str(project / "clean.yaml"))[0] == 2
+
+
+@pytest.mark.parametrize("command", ["compile", "lint"])
+def test_a_pyproject_next_to_an_untrusted_spec_is_never_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    # A downloaded spec comes with a pyproject.toml that would silence its findings and let
+    # warnings pass; the project is the working directory's, so the file has no effect.
+    untrusted = tmp_path / "downloads"
+    untrusted.mkdir()
+    (untrusted / "pyproject.toml").write_text(
+        '[tool.bespec.lint]\nignore = ["BS5", "BS7"]\nstrict = false\n'
+    )
+    (untrusted / "warns.yaml").write_text(WARNS)
+    here = tmp_path / "project"
+    here.mkdir()
+    (here / "pyproject.toml").write_text("[tool.bespec.lint]\nstrict = true\n")
+    monkeypatch.chdir(here)
+    code, out, err = run(command, str(untrusted / "warns.yaml"))
+    assert "BS507" in out + err, (out, err)
+    if command == "lint":
+        assert code == 1  # strict from the working directory's project, not the spec's folder
+
+
+def test_malformed_project_settings_exit_2_naming_the_key(project: Path) -> None:
+    for text, key in (
+        ("[tool.bespec]\nallow_imports = 3\n", "allow_imports"),
+        ('[tool.bespec.lint]\nstrict = "yes"\n', "strict"),
+        ("[tool.bespec.check]\nengine = 3\n", "engine"),
+        ('[tool.bespec]\nallow_import = ["x"]\n', "allow_import"),
+    ):
+        (project / "pyproject.toml").write_text(text)
+        code, _, err = run("compile", str(project / "clean.yaml"))
+        assert code == 2 and key in err and "pyproject.toml" in err, (text, err)
 
 
 def test_json_format(project: Path) -> None:

@@ -1,7 +1,8 @@
 """Every lint rule against its data-driven cases in tests/lint_fixtures/<rule-name>.yaml.
 
 Each fixture file names its rule and lists ``fail`` cases (a spec snippet and the expected
-``[line, column]`` of each problem) and ``pass`` cases (a snippet with no problem).
+``[line, column]`` of each problem) and ``pass`` cases (a snippet with no problem). A case may
+name ``allow_imports``: modules of tests/fixtures its spec uses (such as ``spconv_like``).
 """
 
 from __future__ import annotations
@@ -20,18 +21,24 @@ FIXTURES = Path(__file__).parent / "lint_fixtures"
 LOADER_PREFIXES = ("BS1", "BS2", "BS3", "BS4", "BS9")
 
 
-def lint_snippet(folder: Path, text: str, rule: str, suffix: str = ".yaml") -> list[Diagnostic]:
+def lint_snippet(
+    folder: Path, text: str, rule: str, suffix: str = ".yaml", allow: tuple[str, ...] = ()
+) -> list[Diagnostic]:
     """Every diagnostic of ``text`` (as a spec file) with only ``rule`` selected."""
     path = folder / f"snippet{suffix}"
     path.write_text(text, encoding="utf-8")
-    return lint_path(path, select_rules(Selection(select=(rule,))))
+    return lint_path(path, select_rules(Selection(select=(rule,))), allow)
 
 
 def assert_rule_positions(
-    folder: Path, text: str, rule: str, expected: list[list[int]] | list[tuple[int, int]]
+    folder: Path,
+    text: str,
+    rule: str,
+    expected: list[list[int]] | list[tuple[int, int]],
+    allow: tuple[str, ...] = (),
 ) -> None:
     """``text`` loads without loader errors, and ``rule`` reports exactly at ``expected``."""
-    found = lint_snippet(folder, text, rule)
+    found = lint_snippet(folder, text, rule, allow=allow)
     loader = [str(d) for d in found if d.code.startswith(LOADER_PREFIXES)]
     assert not loader, f"the snippet itself does not load: {loader}"
     others = [str(d) for d in found if d.code != rule]
@@ -52,13 +59,17 @@ def _cases() -> list[Any]:
             for case in data.get(kind, []):
                 expected = case.get("expected", []) if kind == "fail" else []
                 case_id = f"{path.stem}:{kind}:{case['name']}"
-                cases.append(pytest.param(data["rule"], case["spec"], expected, id=case_id))
+                allow = tuple(case.get("allow_imports", ()))
+                param = (data["rule"], case["spec"], expected, allow)
+                cases.append(pytest.param(*param, id=case_id))
     return cases
 
 
-@pytest.mark.parametrize(("rule", "spec", "expected"), _cases())
-def test_rule_case(tmp_path: Path, rule: str, spec: str, expected: list[list[int]]) -> None:
-    assert_rule_positions(tmp_path, spec, rule, expected)
+@pytest.mark.parametrize(("rule", "spec", "expected", "allow"), _cases())
+def test_rule_case(
+    tmp_path: Path, rule: str, spec: str, expected: list[list[int]], allow: tuple[str, ...]
+) -> None:
+    assert_rule_positions(tmp_path, spec, rule, expected, allow)
 
 
 def test_every_rule_has_a_fixture_with_fail_and_pass_cases() -> None:

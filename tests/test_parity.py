@@ -208,3 +208,84 @@ def test_check_flow_both_names_the_placement_class() -> None:
     )
     assert not result.identical
     assert "pt2e_placement" in result.classes
+
+
+ATEN_SPEC = """\
+spec_version: 2
+name: aten_ops
+patterns:
+  - pattern: aten.addmm.default
+    dtype_configs: [{input_dtype: quint8, output_dtype: quint8}]
+  - pattern: [aten.add.Tensor, aten.relu.default]
+    dtype_configs: [{input_dtype: quint8, output_dtype: quint8}]
+"""
+
+
+def test_aten_overloads_are_pattern_ops(tmp_path: Path) -> None:
+    """``pattern: aten.addmm.default`` names the ATen graph's own node target (torch's
+    registry, no import): it loads, and its pt2e rule matches that overload however written."""
+    path = tmp_path / "aten.yaml"
+    path.write_text(ATEN_SPEC)
+    backend = backend_spec.load(path)
+    assert backend.configs[0].pattern is torch.ops.aten.addmm.default
+    rules = {rule.label: rule for rule in backend_spec.quantizer(path).rules}
+    assert rules["aten.addmm.default"].chain == (("aten.addmm.default",),)
+    assert rules["(aten.add.Tensor, aten.relu.default)"].where == (None, None)
+    from backend_spec.names.naming import object_name
+
+    assert object_name(torch.ops.aten.addmm.default) == "aten.addmm.default"
+
+
+def test_unknown_aten_overload_is_reported(tmp_path: Path) -> None:
+    from backend_spec.diagnostics import SpecError
+
+    path = tmp_path / "aten.yaml"
+    path.write_text(ATEN_SPEC.replace("aten.addmm.default", "aten.addmm.nosuch"))
+    with pytest.raises(SpecError) as caught:
+        backend_spec.load(path)
+    assert "BS300" in str(caught.value) and "aten.addmm.nosuch" in str(caught.value)
+
+
+def test_qnnpack_pt2e_config_exports_but_its_pooling_getter() -> None:
+    """torch's get_qnnpack_pt2e_backend_config: its ATen-op entries and the integer literal of
+    (operator.getitem, aten.max_pool2d_with_indices.default, 0) are writable now; only the
+    pooling entry's root_node_getter, a closure with no importable name, is refused."""
+    from torch.ao.quantization.backend_config._qnnpack_pt2e import (
+        get_qnnpack_pt2e_backend_config,
+    )
+
+    from backend_spec.diagnostics import SpecError
+    from backend_spec.export.document import build_document
+
+    with pytest.raises(SpecError) as caught:
+        build_document(get_qnnpack_pt2e_backend_config())
+    [problem] = caught.value.diagnostics
+    assert "root_node_getter is a local function" in problem.message
+
+
+LITERAL_SPEC = """spec_version: {version}
+name: literal
+patterns:
+  - pattern_complex_format: [operator.getitem, aten.max_pool2d_with_indices.default, 0]
+    observation_type: OUTPUT_SHARE_OBSERVER_WITH_INPUT
+    dtype_configs: [{{input_dtype: quint8, output_dtype: quint8}}]
+"""
+
+
+def test_integer_literal_in_a_complex_pattern_round_trips(tmp_path: Path) -> None:
+    import operator
+
+    from backend_spec.diagnostics import SpecError
+
+    path = tmp_path / "literal.yaml"
+    path.write_text(LITERAL_SPEC.format(version=3))
+    backend = backend_spec.load(path)
+    expected = (operator.getitem, torch.ops.aten.max_pool2d_with_indices.default, 0)
+    assert backend.configs[0]._pattern_complex_format == expected
+    again = tmp_path / "again.yaml"
+    again.write_text(backend_spec.dump(backend))
+    assert "spec_version: 3" in again.read_text()
+    assert backend_spec.load(again).configs[0]._pattern_complex_format == expected
+    path.write_text(LITERAL_SPEC.format(version=2))
+    with pytest.raises(SpecError, match="needs format version 3"):
+        backend_spec.load(path)

@@ -292,13 +292,12 @@ def test_import_keeps_torchao_noise_out() -> None:
 
 @pytest.mark.slow
 def test_aten_table_is_current() -> None:
-    """``make aten-table`` output equals the packaged file (for this torch version)."""
+    """``make aten-table`` output equals the packaged table of this torch minor version (every
+    supported version has one, whatever its build tag)."""
     from backend_spec.pt2e import aten
 
-    packaged = aten.TABLE_PATH.read_text(encoding="utf-8")
-    if f'"torch": "{torch.__version__}"' not in packaged:
-        pytest.skip(f"the packaged table is for another torch than {torch.__version__}")
-    assert aten.table_text() == packaged, "run `make aten-table`"
+    packaged = aten.table_path().read_text(encoding="utf-8")
+    assert aten.table_text() == packaged, f"run `make aten-table TORCH={torch.__version__}`"
 
 
 def test_compiled_module_needs_only_torch_and_torchao(tmp_path: Path) -> None:
@@ -469,9 +468,14 @@ def test_check_flow_both_json() -> None:
 @pytest.mark.slow
 def test_torch_compile_with_freezing_runs_the_pt2e_result_on_cpu() -> None:
     """With per-channel weights (version 2), inductor lowers the pt2e model to onednn
-    quantized kernels (torchao's x86 inductor passes); the output is unchanged."""
+    quantized kernels (torchao's x86 inductor passes); the output is unchanged.
+
+    Importing torchao's x86 inductor quantizer module is what installs its lowering passes
+    (the weight-pack pass and the ``pre_grad_custom_pass``): torch 2.13 lowered to int8 kernels
+    with ``inductor_passes.x86`` alone, torch 2.14 only once that module is imported, as any
+    user of torchao's x86 flow has it."""
     import torch._inductor.config as inductor_config
-    import torchao.quantization.pt2e.inductor_passes.x86  # noqa: F401  (registers the passes)
+    import torchao.quantization.pt2e.quantizer.x86_inductor_quantizer  # noqa: F401  (passes)
     from torch._inductor.utils import run_and_get_code
 
     text = (SPECS / "tutorial.yaml").read_text(encoding="utf-8")

@@ -55,7 +55,7 @@ def test_bad_names_are_refused_with_a_reason(name, kind, code, text):
     with pytest.raises(NameProblem) as info:
         Resolver().resolve(name, kind)
     assert info.value.code == code
-    assert text in info.value.message + info.value.hint
+    assert text in info.value.message + (info.value.hint or "")
 
 
 def test_allow_list_admits_only_the_named_module_and_its_submodules():

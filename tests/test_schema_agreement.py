@@ -16,6 +16,10 @@ import pytest
 from ruamel.yaml import YAML
 
 import backend_spec
+from backend_spec.names import dtypes as torch_dtypes
+from backend_spec.names.dtypes import dtype_names, dtype_range
+from backend_spec.specfile import models
+from backend_spec.specfile.dtypes import SPEC_DTYPE_RANGES, SPEC_DTYPES
 from backend_spec.specfile.models import json_schema
 from backend_spec.specfile.source import parse
 
@@ -62,3 +66,21 @@ def test_schema_and_loader_agree(case: dict[str, Any]) -> None:
         assert not loader and schema, "a marked difference: the schema accepts, the loader not"
     else:
         assert schema is loader, f"schema says {schema}: {errors}"
+
+
+def test_the_schema_does_not_change_with_the_installed_torch(monkeypatch) -> None:
+    # A torch with other dtypes (one gone, one new, other ranges) gives the same schema: the
+    # format version, not the machine, fixes what a file may say.
+    shipped = json_schema()
+    other_torch = (dtype_names() - {"quint8"}) | {"float2_new"}
+    monkeypatch.setattr(torch_dtypes, "dtype_names", lambda: frozenset(other_torch))
+    monkeypatch.setattr(torch_dtypes, "dtype_range", lambda name: (0, 1))
+    monkeypatch.setattr(models, "dtype_range", lambda name: (0, 1))
+    assert json_schema() == shipped
+
+
+def test_the_format_dtype_list_covers_the_installed_torch() -> None:
+    # A subset, not equality: the list may name dtypes of a newer torch (bcomplex32, 2.14).
+    assert dtype_names() <= SPEC_DTYPES, "a new torch dtype needs a new format version"
+    installed_ranges = {n: dtype_range(n) for n in dtype_names() if dtype_range(n) is not None}
+    assert installed_ranges == {n: r for n, r in SPEC_DTYPE_RANGES.items() if n in dtype_names()}

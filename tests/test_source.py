@@ -80,3 +80,26 @@ def test_toml_syntax_error_has_line_and_column():
         parse('name = "x"\nbad = [1,\n', "f.toml", "toml")
     (d,) = info.value.diagnostics
     assert (d.code, d.line) == ("BS101", 3)
+
+
+# Line separators YAML 1.1 (libyaml) breaks lines at and YAML 1.2 does not: inside a comment
+# or a string they are text, kept as written, and every later position is on its real line.
+SEPARATORS = ["\x85", "\u2028", "\u2029"]
+
+
+@pytest.mark.parametrize("sep", SEPARATORS, ids=["nel", "u2028", "u2029"])
+@pytest.mark.parametrize("fmt", ["yaml", "toml"])
+def test_line_separators_are_text_in_strings_and_comments(fmt, sep):
+    if fmt == "yaml":
+        text = f"name: a{sep}b  # note{sep} x: 1\nquoted: 'c{sep}d'\nafter: [1]\n"
+    else:
+        text = f'name = "a{sep}b"  # note{sep} x = 1\nquoted = "c{sep}d"\nafter = [1]\n'
+    doc = parse(text, "x", fmt)
+    assert doc.data == {"name": f"a{sep}b", "quoted": f"c{sep}d", "after": [1]}
+    assert doc.where(("after",))[0] == 3
+    assert doc.where(("after", 0))[0] == 3
+
+
+def test_private_use_characters_are_not_mistaken_for_separators():
+    text = "name: \ue000\ue001\u2028\ue002\n"  # stand-ins are picked among unused code points
+    assert parse(text, "x", "yaml").data == {"name": "\ue000\ue001\u2028\ue002"}

@@ -158,7 +158,7 @@ def test_flat_configs_are_not_given_a_base() -> None:
 def test_builtins_export_as_version_1_and_v2_keys_need_version_2() -> None:
     assert build_document(builtin_backend_config("x86")).spec_version == 1
     text = (
-        "name: x\npatterns:\n  - pattern: [nn.Linear, nn.ReLU]\n"
+        "name: x\npatterns:\n  - pattern: [nn.BatchNorm1d, nn.Linear]\n"
         "    fuser_method: {reverse2: fuse_linear_bn}\n"
     )
     with pytest.raises(backend_spec.SpecError) as info:

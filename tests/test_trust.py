@@ -161,3 +161,123 @@ def test_fuzzed_names_resolve_or_fail_with_a_name_problem(parts: list[str], kind
             assert Resolver().trusted_callable(obj) == ""
     new = {m for m in set(sys.modules) - before if not m.startswith("torch")}
     assert not new, new
+
+
+# One trust predicate for every way of naming a fuser: each row is a pattern, its fused_module
+# (or none), a fuser in some form, and the refusal (code, 1-based column on the fuser line,
+# words of the message), or None when it must compile. Reproduced holes of issue 17 first.
+_WRAP = "torch.ao.quantization.fuser_method_mappings._sequential_wrapper2"
+FUSER_FORMS = [
+    # factory calls whose class argument would drop or hide the matched layers
+    (
+        "[nn.Conv2d, nn.ReLU]",
+        "nni.ConvReLU2d",
+        f"{{call: {_WRAP}, args: [nn.Identity]}}",
+        ("BS303", 35 + len(_WRAP), "becomes the fused module"),
+    ),
+    (
+        "[nn.Conv2d, nn.ReLU]",
+        None,
+        f"{{call: {_WRAP}, args: [nn.Sequential]}}",
+        ("BS303", 35 + len(_WRAP), "fused module class"),
+    ),
+    (
+        "[nn.Conv2d, nn.ReLU]",
+        None,
+        f"{{call: {_WRAP}, args: [torch.nn.Module]}}",
+        ("BS303", 35 + len(_WRAP), "fused module class"),
+    ),
+    (
+        "[nn.Conv2d, nn.ReLU]",
+        None,
+        f"{{call: {_WRAP}, args: [torch.nn]}}",
+        ("BS303", 35 + len(_WRAP), "cannot be a module"),
+    ),
+    (
+        "[nn.Conv2d, nn.ReLU]",
+        None,
+        f"{{call: {_WRAP}, args: [torch.manual_seed]}}",
+        ("BS306", 35 + len(_WRAP), "callable field"),
+    ),
+    (
+        "[nn.Conv2d, nn.ReLU]",
+        None,
+        f"{{call: {_WRAP}, args: [{{call: {_WRAP}, args: [nni.ConvReLU2d]}}]}}",
+        ("BS305", 42 + len(_WRAP), "inside the arguments of another"),
+    ),
+    # a trusted class, but not the one the entry declares: proved on float modules
+    (
+        "[nn.Linear, nn.ReLU]",
+        "nni.LinearReLU",
+        f"{{call: {_WRAP}, args: [nni.ConvReLU2d]}}",
+        ("BS307", 19, "fails on float (nn.Linear, nn.ReLU)"),
+    ),
+    (
+        "[nn.Linear, nn.ReLU]",
+        "nni.ConvReLU2d",
+        f"{{call: {_WRAP}, args: [nni.LinearReLU]}}",
+        ("BS307", 19, "builds nni.LinearReLU from float (nn.Linear, nn.ReLU), not the declared"),
+    ),
+    (
+        "[nn.Linear, nn.ReLU]",
+        "nni.ConvReLU2d",
+        "{sequential: nni.LinearReLU}",
+        ("BS307", 19, "not the declared fused_module nni.ConvReLU2d"),
+    ),
+    (
+        "[nn.Linear, nn.ReLU]",
+        "nni.LinearReLU",
+        "{reverse2: {sequential: nni.LinearReLU}}",
+        ("BS307", 19, "fails on float"),
+    ),
+    ("[nn.Conv2d, nn.BatchNorm2d]", "nni.ConvBn2d", "fuse_linear_bn", ("BS307", 19, "fails")),
+    (
+        "[nn.Linear, F.leaky_relu]",
+        "nni.LinearReLU",
+        f"{{call: {_WRAP}, args: [nni.ConvReLU2d]}}",
+        ("BS307", 19, "fails on float"),
+    ),
+    # what torch's own configs do still compiles
+    ("[nn.Linear, nn.ReLU]", "nni.LinearReLU", f"{{call: {_WRAP}, args: [nni.LinearReLU]}}", None),
+    ("[nn.Conv2d, nn.BatchNorm2d]", "nni.ConvBn2d", "fuse_conv_bn", None),
+    ("[nn.Conv2d, nn.BatchNorm2d, F.relu]", "nni.ConvBnReLU2d", "fuse_conv_bn_relu", None),
+    ("[nn.Linear, F.leaky_relu]", "nni.LinearLeakyReLU", "{sequential: nni.LinearLeakyReLU}", None),
+    ("[nn.ReLU, nn.Conv2d]", None, "{reverse_sequential: nni.ConvReLU2d}", None),
+    ("[nn.BatchNorm1d, nn.Linear]", None, "{reverse2: fuse_linear_bn}", None),
+    ("[nn.ConvTranspose2d, nn.BatchNorm2d]", None, "fuse_convtranspose_bn", None),
+]
+
+
+@pytest.mark.parametrize(("pattern", "fused", "fuser", "want"), FUSER_FORMS)
+def test_every_fuser_form_passes_one_predicate_and_builds_its_fused_module(
+    pattern, fused, fuser, want
+):
+    fused_line = f"    fused_module: {fused}\n" if fused else ""
+    text = (
+        f"spec_version: 2\nname: x\npatterns:\n  - pattern: {pattern}\n{fused_line}"
+        f"    fuser_method: {fuser}\n"
+    )
+    if want is None:
+        assert loads(text).configs[0].fuser_method is not None
+        return
+    with pytest.raises(SpecError) as info:
+        loads(text)
+    (diag,) = info.value.diagnostics
+    code, column, words = want
+    assert (diag.code, diag.line, diag.column) == (code, text.count("\n"), column), str(diag)
+    assert words in diag.message and diag.hint, str(diag)
+
+
+def test_fuser_proofs_are_cached_per_fuser_and_pattern() -> None:
+    from backend_spec.compiler import fuser_check
+
+    text = "name: x\npatterns:\n  - pattern: [nn.Conv3d, nn.ReLU]\n    fused_module: nni.ConvReLU3d\n    fuser_method: {sequential: nni.ConvReLU3d}\n"  # noqa: E501
+    loads(text)
+    calls = []
+    real = fuser_check._prove
+    fuser_check._prove = lambda *a: calls.append(a) or real(*a)
+    try:
+        loads(text)  # a new closure each compile, the same class: one proof
+    finally:
+        fuser_check._prove = real
+    assert calls == []

@@ -27,13 +27,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig
-from backend_spec.export.dtypes import dtype_config_list
-from backend_spec.names.dtypes import dtype_name
+from backend_spec.compiler.observed import pattern_options
+from backend_spec.names.dtypes import dtype_config_list, dtype_name
 from backend_spec.names.fusers import map_wrapper
 from backend_spec.names.labels import object_label, pattern_label
 from backend_spec.names.naming import observation_type_name
-from backend_spec.specfile.fields import MODULE_KINDS, PATTERN_FIELDS, PATTERN_KINDS, FieldKind
-from backend_spec.specfile.models import CONSTRAINT_FIELDS
+from backend_spec.specfile.fields import (
+    DTYPE_CONFIG_MAPPINGS,
+    DTYPE_MAPPING_FIELDS,
+    MODULE_KINDS,
+    PATTERN_FIELDS,
+    PATTERN_KINDS,
+    FieldKind,
+)
 
 __all__ = [
     "Difference",
@@ -106,11 +112,12 @@ def _dtype(dtype: Any) -> str | None:
 
 def _dtype_config(dc: DTypeConfig) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for key in ("input", "output", "weight"):
-        dwc = getattr(dc, f"{key}_dtype_with_constraints")
-        out[f"{key}_dtype"] = {
+    for key in DTYPE_CONFIG_MAPPINGS:
+        dwc = getattr(dc, f"{key}_with_constraints")
+        out[key] = {
             "dtype": _dtype(dwc.dtype),
-            **{name: getattr(dwc, name) for name in CONSTRAINT_FIELDS},
+            # torch's constraints and the version 2 observer keys (None: unset)
+            **{name: getattr(dwc, name, None) for name in DTYPE_MAPPING_FIELDS},
         }
     out["bias_dtype"] = _dtype(dc.bias_dtype)
     out["is_dynamic"] = dc.is_dynamic
@@ -139,11 +146,13 @@ def _described(config: BackendPatternConfig, kind: FieldKind, value: Any) -> Any
 
 def describe_pattern(config: BackendPatternConfig) -> dict[str, Any]:
     """Everything about one BackendPatternConfig that quantization reads: every field of the
-    table, the pattern itself reduced to ``pattern_format`` (it is the key already)."""
+    table, the pattern itself reduced to ``pattern_format`` (it is the key already), and the
+    version 2 pattern keys (``aten``, ``quantize``) that ride beside torch's fields."""
     out: dict[str, Any] = {}
     for spec in PATTERN_FIELDS:
         key = "pattern_format" if spec.kind in PATTERN_KINDS else spec.key
         out[key] = _described(config, spec.kind, getattr(config, spec.getter))
+    out.update(pattern_options(config))
     return out
 
 

@@ -498,50 +498,6 @@ def _unmatched(report: Explanation, traced: _Traced, own: Callable[[Any], bool])
             report.unmatched_inherited += 1
 
 
-# -- output ------------------------------------------------------------------------------------
-
-_STYLES = {
-    "quantized": "green",
-    "skipped": "bold red",
-    "no qconfig": "yellow",
-    "not quantized": "yellow",
-    "no pattern": "dim",
-}
-
-
-def print_explanation(report: Explanation, console: Any) -> None:
-    """A table of the nodes, then the spec's patterns that matched nothing (the console is
-    bespec's, :func:`backend_spec.cli.render.console.make_console`: no markup)."""
-    from rich.text import Text
-
-    from backend_spec.cli.render.console import plural, print_table, user_text
-
-    rows = [
-        [
-            node.node,
-            node.op,
-            f"{node.pattern or ''} (fused from {node.fused_from})".strip()
-            if node.fused_from
-            else node.pattern or "",
-            Text(node.outcome, style=_STYLES.get(node.outcome, "")),
-            " ".join(node.reasons),
-        ]
-        for node in report.nodes
-    ]
-    headers = ("node", "op", "pattern", "outcome", "why")
-    print_table(console, f"backend {report.backend}", headers, rows)
-    if report.unmatched_patterns:
-        console.print(Text("Patterns of the spec that matched nothing:", style="bold"))
-        for label in report.unmatched_patterns:
-            console.print(user_text(f"  {label}"))
-    if report.unmatched_inherited:
-        inherited = plural(report.unmatched_inherited, "inherited pattern")
-        console.print(f"({inherited} matched nothing)")
-    skipped = sum(1 for n in report.nodes if n.outcome == "skipped")
-    quantized = sum(1 for n in report.nodes if n.outcome == "quantized")
-    console.print(f"{plural(quantized, 'node')} quantized, {skipped} matched but skipped.")
-
-
 def explain_compiled(
     compiled: Any, model: torch.nn.Module, example_inputs: tuple[Any, ...], qconfig_mapping: Any
 ) -> Explanation:

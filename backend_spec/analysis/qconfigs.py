@@ -14,7 +14,7 @@ same ``_qconfig_satisfies_dtype_config_constraints`` that ``prepare_fx`` uses.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -48,6 +48,7 @@ __all__ = [
     "qconfig_for",
     "qconfig_mapping",
     "resolve_backend_config",
+    "fake_quant",
     "qat_qconfig",
     "runs_on",
     "satisfies",
@@ -111,6 +112,7 @@ def qconfig_mapping(
     engine: str | None = None,
     allow_imports: Iterable[str] = (),
     runnable_first: bool = True,
+    qat: bool = False,
 ) -> QConfigMapping:
     """A QConfigMapping whose QConfigs satisfy each pattern's first usable DTypeConfig.
 
@@ -123,11 +125,12 @@ def qconfig_mapping(
 
     Every op of a pattern (a module class, a function or a method name) is mapped with
     ``set_object_type``; the first pattern mentioning an op decides its QConfig, and all ops of a
-    fused pattern share one QConfig because torch requires it when it fuses them.
+    fused pattern share one QConfig because torch requires it when it fuses them. With ``qat``
+    the QConfigs are their QAT twins (:func:`qat_qconfig`), for ``prepare_qat_fx``.
     """
     backend_config = resolve_backend_config(spec_or_backend_config, allow_imports)
     mapping = QConfigMapping()
-    for op, qconfig in op_qconfigs(backend_config, engine, runnable_first).items():
+    for op, qconfig in op_qconfigs(backend_config, engine, runnable_first, qat=qat).items():
         mapping.set_object_type(op, qconfig)
     return mapping
 
@@ -145,9 +148,13 @@ def resolve_backend_config(
 
 
 def op_qconfigs(
-    backend_config: BackendConfig, engine: str | None, runnable_first: bool = True
+    backend_config: BackendConfig,
+    engine: str | None,
+    runnable_first: bool = True,
+    *,
+    qat: bool = False,
 ) -> dict[Any, QConfig]:
-    """op -> QConfig.
+    """op -> QConfig (its QAT twin with ``qat``).
 
     An op's own single-op pattern decides its QConfig; ops that only appear inside multi-op
     patterns take the first such pattern's. A fused partner that has its own, different
@@ -156,7 +163,7 @@ def op_qconfigs(
     """
     entries = [
         entry
-        for entry in choose(backend_config, engine, runnable_first=runnable_first)
+        for entry in choose(backend_config, engine, runnable_first=runnable_first, qat=qat)
         if entry.qconfig is not None
     ]
     chosen: dict[Any, QConfig] = {}
@@ -202,14 +209,19 @@ def fusion_conflicts(
 
 
 def choose(
-    backend_config: BackendConfig, engine: str | None = None, *, runnable_first: bool = True
+    backend_config: BackendConfig,
+    engine: str | None = None,
+    *,
+    runnable_first: bool = True,
+    qat: bool = False,
 ) -> Iterator[PatternQConfig]:
-    """For every pattern with DTypeConfigs: the first usable one and its QConfig.
+    """For every pattern with DTypeConfigs: the first usable one and its QConfig (the QAT
+    twin with ``qat``; a DTypeConfig whose ``fake_quant`` cannot be built is not usable).
 
     With an ``engine``, DTypeConfigs whose activations that engine's kernels cannot take (qint8
     activations on x86/fbgemm/qnnpack/onednn) are passed over when a later one is runnable.
     """
-    for config, entries in _entries(backend_config, engine):
+    for config, entries in _entries(backend_config, engine, qat):
         usable = [entry for entry in entries if entry.qconfig is not None]
         if not usable:
             reasons = "; ".join(entry.reason for entry in entries)
@@ -230,18 +242,21 @@ def each_dtype_config(
 
 
 def _entries(
-    backend_config: BackendConfig, engine: str | None
+    backend_config: BackendConfig, engine: str | None, qat: bool = False
 ) -> Iterator[tuple[BackendPatternConfig, list[PatternQConfig]]]:
     reduce_range = engine in _REDUCE_RANGE_ENGINES
-    partners = _weight_partners(backend_config)
+    describe = _describer()
+    partners = _weight_partners(backend_config, describe)
     for config in backend_config.configs:
         if not config.dtype_configs:
             continue
         entries = []
         for dtype_config in config.dtype_configs:
-            described = _describe(dtype_config)
+            described = describe(dtype_config)
             weight = partners.get(_activation_key(described), _DEFAULT_WEIGHT)
             qconfig, reason = _cached_qconfig(described, reduce_range, weight)
+            if qat and qconfig is not None:
+                qconfig, reason = _cached_qat_qconfig(qconfig, described)
             entries.append(PatternQConfig(config, dtype_config, qconfig, reason))
         yield config, entries
 
@@ -275,25 +290,94 @@ def takes_activation(dtype: torch.dtype | None, engine: str | None) -> bool:
     return dtype in (None, torch.quint8, *_FLOATS)
 
 
-def qat_qconfig(qconfig: QConfig) -> QConfig:
-    """The QAT twin of a QConfig from this module: each observer wrapped in the fake-quantize
-    that trains with it (fixed qparams keep their own); placeholders stay as they are."""
-    return QConfig(activation=_fake_quant(qconfig.activation), weight=_fake_quant(qconfig.weight))
+#: Version 2 ``fake_quant`` kinds and the one a mapping that does not say gets: version 1
+#: trained with torch's ``FakeQuantize`` around the PTQ observer, so that stays the default.
+FAKE_QUANT_KINDS = ("fake_quantize", "fused_moving_avg", "learnable")
+DEFAULT_FAKE_QUANT = "fake_quantize"
 
 
-def _fake_quant(observer: Any) -> Any:
-    from torch.ao.quantization.fake_quantize import FakeQuantize, FixedQParamsFakeQuantize
+def qat_qconfig(qconfig: QConfig, dtype_config: DTypeConfig | None = None) -> QConfig:
+    """The QAT twin of a QConfig from this module, honouring the ``fake_quant`` kinds of
+    ``dtype_config`` (see :func:`fake_quant`); raises ``ValueError`` when a kind cannot be built."""
+    described = _describe(dtype_config) if dtype_config is not None else None
+    made, reason = _cached_qat_qconfig(qconfig, described)
+    if made is None:
+        raise ValueError(reason)
+    return made
 
+
+@cache
+def _cached_qat_qconfig(qconfig: QConfig, described: tuple | None) -> tuple[QConfig | None, str]:
+    """Cached, so that the fused ops of one pattern get one (equal) QAT QConfig, as torch's
+    fusion requires."""
+    activation_kind = weight_kind = DEFAULT_FAKE_QUANT
+    if described is not None:
+        inp, out, weight = described[:3]
+        activation_kind = (
+            _option(inp, "fake_quant") or _option(out, "fake_quant") or activation_kind
+        )
+        weight_kind = _option(weight, "fake_quant") or weight_kind
     with quiet():
-        instance = observer()
+        activation, reason = fake_quant(qconfig.activation, activation_kind)
+        if reason:
+            return None, f"input/output fake_quant {activation_kind}: {reason}"
+        weight_fq, reason = fake_quant(qconfig.weight, weight_kind)
+        if reason:
+            return None, f"weight fake_quant {weight_kind}: {reason}"
+    return QConfig(activation=activation, weight=weight_fq), ""
+
+
+def _option(constraints: tuple, key: str) -> Any:
+    return dict(constraints[7]).get(key)
+
+
+def fake_quant(observer: Any, kind: str) -> tuple[Any, str]:
+    """(the fake-quantize constructor of ``kind`` around ``observer``, or ``None``; reason).
+
+    The one place a ``fake_quant`` kind becomes a class: ``fake_quantize`` is torch's
+    ``FakeQuantize`` around the PTQ observer; ``fused_moving_avg`` is
+    ``FusedMovingAvgObsFakeQuantize``, which only fuses moving-average min/max observation, so
+    it takes the moving-average observer of the same dtype, range, qscheme and eps (as torch's
+    default QAT QConfig does, whatever the PTQ observer); ``learnable`` is
+    ``_LearnableFakeQuantize`` (per-tensor: its per-channel form needs the channel count up
+    front). Fixed qparams keep ``FixedQParamsFakeQuantize``; placeholders stay as they are.
+    The pt2e quantizer reads its fake-quantize specs off these constructors.
+    """
+    from torch.ao.quantization._learnable_fake_quantize import _LearnableFakeQuantize
+    from torch.ao.quantization.fake_quantize import (
+        FakeQuantize,
+        FixedQParamsFakeQuantize,
+        FusedMovingAvgObsFakeQuantize,
+    )
+
+    if observer is None:
+        return None, ""
+    instance = observer()
     if isinstance(instance, PlaceholderObserver):
-        return observer
+        return observer, ""
     if isinstance(instance, FixedQParamsObserver):
-        return FixedQParamsFakeQuantize.with_args(observer=observer)
-    return FakeQuantize.with_args(observer=observer)
+        return FixedQParamsFakeQuantize.with_args(observer=observer), ""
+    per_channel = isinstance(instance, PerChannelMinMaxObserver)
+    # Both wrappers default to 0..255 whatever the dtype, so they get the observer's range.
+    bounds = {"quant_min": instance.quant_min, "quant_max": instance.quant_max}
+    if kind == "fused_moving_avg":
+        moving = (
+            MovingAveragePerChannelMinMaxObserver if per_channel else MovingAverageMinMaxObserver
+        )
+        kwargs = {key: value for key, value in observer.p.keywords.items() if key != "bins"}
+        return FusedMovingAvgObsFakeQuantize.with_args(
+            observer=moving.with_args(**kwargs), **bounds
+        ), ""
+    if kind == "learnable":
+        if per_channel:
+            return None, "a per-channel learnable fake-quantize needs the channel count up front"
+        return _LearnableFakeQuantize.with_args(observer=observer, **bounds), ""
+    return FakeQuantize.with_args(observer=observer), ""
 
 
-def _weight_partners(backend_config: BackendConfig) -> dict[tuple, tuple]:
+def _weight_partners(
+    backend_config: BackendConfig, describe: Callable[[DTypeConfig], tuple]
+) -> dict[tuple, tuple]:
     """Activation constraints -> the weight constraints weighted ops pair them with.
 
     A weightless op (ReLU, BatchNorm, add) ignores its QConfig's weight observer, but torch only
@@ -304,7 +388,7 @@ def _weight_partners(backend_config: BackendConfig) -> dict[tuple, tuple]:
     partners: dict[tuple, tuple] = {}
     for config in backend_config.configs:
         for dtype_config in config.dtype_configs:
-            described = _describe(dtype_config)
+            described = describe(dtype_config)
             if described[2][0] is not None:
                 partners.setdefault(_activation_key(described), described[2])
     return partners
@@ -317,7 +401,7 @@ _ACTIVATION_DEFAULTS = {
     "observer": "minmax",
     "qscheme": "affine",
     "granularity": "per_tensor",
-    "fake_quant": "fused_moving_avg",
+    "fake_quant": DEFAULT_FAKE_QUANT,
 }
 
 
@@ -339,6 +423,20 @@ def _as_activation(constraints: tuple) -> tuple:
 def qconfig_for(dtype_config: DTypeConfig, *, reduce_range: bool = False) -> QConfig | None:
     """A QConfig meeting ``dtype_config`` and its constraints, or ``None`` if there is none."""
     return _cached_qconfig(_describe(dtype_config), reduce_range, _DEFAULT_WEIGHT)[0]
+
+
+def _describer() -> Callable[[DTypeConfig], tuple]:
+    """:func:`_describe` memoized for one pass over a BackendConfig, whose patterns share their
+    DTypeConfig objects (every one stays alive meanwhile, so ids are not reused)."""
+    memo: dict[int, tuple] = {}
+
+    def describe(dtype_config: DTypeConfig) -> tuple:
+        key = id(dtype_config)
+        if key not in memo:
+            memo[key] = _describe(dtype_config)
+        return memo[key]
+
+    return describe
 
 
 def _describe(dtype_config: DTypeConfig) -> tuple:
@@ -553,8 +651,8 @@ def _placeholder(dtype: torch.dtype):
 def pattern_ops(config: BackendPatternConfig) -> list[Any]:
     """The ops of a pattern in forward order (module classes, functions or method names).
 
-    The legacy complex format is reversed and nested; its ``MatchAllNode`` placeholders are not
-    ops and are left out.
+    The legacy complex format is reversed and nested; its ``MatchAllNode`` placeholders and
+    integer argument literals are not ops and are left out.
     """
     if config.pattern is not None:
         pattern = config.pattern
@@ -565,7 +663,7 @@ def pattern_ops(config: BackendPatternConfig) -> list[Any]:
         if isinstance(node, tuple):
             for child in node:
                 walk(child)
-        elif node is not MatchAllNode:
+        elif node is not MatchAllNode and not (isinstance(node, int) and type(node) is not bool):
             ops.append(node)
 
     walk(config._pattern_complex_format)

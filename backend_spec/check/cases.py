@@ -50,6 +50,7 @@ from backend_spec.check.signature import (
 from backend_spec.check.synthesize import SkipPattern, Synthesized, synthesize
 from backend_spec.names.dtypes import dtype_name
 from backend_spec.names.labels import object_label
+from backend_spec.specfile.fields import ENTRY_FIELDS
 
 with quiet():
     from torch.ao.quantization import QConfigMapping
@@ -242,40 +243,35 @@ def _dtype_config_text(dtype_config: DTypeConfig | None) -> list[str]:
     return [f"{key}: {value}" for key, value in dtype_config_doc(dtype_config).items()]
 
 
-#: The pattern entry's own fields recorded in the ``declared`` section of a signature.
-_DECLARED_FIELDS = (
-    "observation_type",
-    "root_module",
-    "qat_module",
-    "reference_quantized_module",
-    "fused_module",
-    "fuser_method",
-    "_input_type_to_index",
-    "_root_node_getter",
-    "_extra_inputs_getter",
-)
+def _plain(value: Any) -> Any:
+    return value.name.lower() if isinstance(value, ObservationType) else value
 
 
 def declared_text(config: Any) -> list[str]:
     """The pattern entry's fields as declared: an edit that these synthesized models cannot
     show (a fusion pattern's observation type, once torch matches the fused module instead)
     still drifts, naming the field."""
+    from backend_spec.compiler.observed import pattern_options
     from backend_spec.names.fusers import sequential_class
 
     lines = []
-    for name in _DECLARED_FIELDS:
-        value = getattr(config, name, None)
+    # The field table's entry fields (the pattern and the DTypeConfigs identify the case),
+    # then the version 2 pattern keys: a field added to the table is recorded with no edit here.
+    declared = [(f.key, getattr(config, f.getter, None)) for f in ENTRY_FIELDS]
+    for key, value in [*declared, *pattern_options(config).items()]:
         if value is None or value == {}:
             continue
-        if name == "fuser_method" and sequential_class(value) is not None:
+        if key == "fuser_method" and sequential_class(value) is not None:
             text = f"sequential {object_label(sequential_class(value))}"
         elif isinstance(value, ObservationType):
             text = value.name.lower()
-        elif isinstance(value, dict):
-            text = repr(dict(sorted(value.items())))
+        elif isinstance(value, dict):  # an observation type map shows the types by name
+            text = repr({k: _plain(v) for k, v in sorted(value.items())})
+        elif isinstance(value, (str, list)):
+            text = repr(value)
         else:
             text = object_label(value)
-        lines.append(f"{name.lstrip('_')}: {text}")
+        lines.append(f"{key}: {text}")
     return lines
 
 
@@ -390,7 +386,7 @@ def run_fx_case(case: Case, kind: str) -> tuple[float | None, bool]:
     same :class:`Case` and return the same pair."""
     config, qat = case.config, case.mode == "qat"
     case.signature["dtype_config"] = _dtype_config_text(case.dtype_config)
-    qconfig = qat_qconfig(case.entry.qconfig) if qat else case.entry.qconfig
+    qconfig = _qat_twin(case) if qat else case.entry.qconfig
     synth = synthesize(
         config,
         qconfig=qconfig,
@@ -428,6 +424,14 @@ def run_fx_case(case: Case, kind: str) -> tuple[float | None, bool]:
         return sqnr_db(float_out, run_model(reference, synth.example_inputs)), True
     out = _stage(f"running on {case.engine}", lambda: run_model(lowered, synth.example_inputs))
     return sqnr_db(float_out, out), False
+
+
+def _qat_twin(case: Case) -> Any:
+    """The case's QAT QConfig; a ``fake_quant`` kind that cannot be built fails the case."""
+    try:
+        return qat_qconfig(case.entry.qconfig, case.dtype_config)
+    except ValueError as exc:
+        raise PatternFailure(f"no QAT QConfig: {exc}") from None
 
 
 def _custom_leaves(case: Case) -> PrepareCustomConfig:

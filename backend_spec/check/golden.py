@@ -53,8 +53,12 @@ def _model_entries(report: CheckReport) -> dict[str, dict]:
 
 
 def golden_from_report(report: CheckReport, tolerance_db: float = DEFAULT_TOLERANCE_DB) -> dict:
+    """The golden document of ``report``, with the torch version it was made with."""
+    from backend_spec._torch import torch
+
     return {
         "version": GOLDEN_VERSION,
+        "torch": str(torch.__version__),
         "backend": report.backend,
         "engine": report.engine,
         "tolerance_db": tolerance_db,
@@ -85,6 +89,17 @@ def read_golden(path: str | os.PathLike[str]) -> dict:
             f"{GOLDEN_VERSION}; re-create it with --update-golden"
         )
     return golden
+
+
+def torch_note(golden: dict) -> str | None:
+    """A note when ``golden`` was recorded with another torch than the running one: not drift
+    (the comparison still decides), but the first thing to suspect when something moved."""
+    from backend_spec._torch import torch
+
+    recorded = golden.get("torch")
+    if not isinstance(recorded, str) or recorded == str(torch.__version__):
+        return None
+    return f"the golden was recorded with torch {recorded}; this run uses torch {torch.__version__}"
 
 
 def known_failures(golden: dict) -> int:

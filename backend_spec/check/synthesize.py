@@ -18,6 +18,15 @@ from typing import Any
 
 from backend_spec._torch import BackendPatternConfig, quiet, torch
 from backend_spec.analysis.qconfigs import pattern_ops
+from backend_spec.compiler.samples import (
+    LAYOUTS,
+    VOCAB,
+    SkipPattern,
+    float_module,
+    module_layout,
+    name_layout,
+)
+from backend_spec.names.fused import FUSED_PARTS
 
 nn = torch.nn
 F = torch.nn.functional
@@ -26,26 +35,8 @@ with quiet():
     import torch.ao.nn.intrinsic as nni
     from torch.ao.quantization.utils import MatchAllNode
 
-#: Sample input shapes per layout. Channels (4) are divisible by 4 for pixel shuffle; spatial
-#: sizes are even for pooling and unshuffle; "flat" and "seq" have 16 features for RNN cells.
-LAYOUTS: dict[str, tuple[int, ...]] = {
-    "1d": (2, 4, 16),
-    "2d": (2, 4, 8, 8),
-    "3d": (2, 4, 4, 6, 6),
-    "flat": (4, 16),
-    "seq": (2, 5, 16),
-    "tokens": (4, 6),
-}
-
-#: Vocabulary of synthesized embeddings.
-_VOCAB = 50
-
 #: How many calibration batches prepare's observers see.
 CALIBRATION_BATCHES = 4
-
-
-class SkipPattern(Exception):
-    """The pattern cannot be exercised by a synthesized model; the message says why."""
 
 
 #: A step of a chain: ``step(chain, x, inputs) -> output``.
@@ -147,7 +138,7 @@ def synthesize(
     def make_input(layout: str) -> torch.Tensor:
         shape = LAYOUTS[layout]
         if layout == "tokens":
-            return torch.randint(0, _VOCAB, shape, generator=gen)
+            return torch.randint(0, VOCAB, shape, generator=gen)
         if input_range is not None:
             lo, hi = input_range
             return torch.rand(shape, generator=gen) * (hi - lo) + lo
@@ -180,24 +171,15 @@ def _like(tensor: torch.Tensor, make_input: Callable[[str], torch.Tensor]) -> to
 def _layout_of(op: Any) -> str | None:
     """The input layout an op needs, or ``None`` if it takes any tensor."""
     if isinstance(op, type) and issubclass(op, nn.Module):
-        if issubclass(op, (nn.Embedding, nn.EmbeddingBag)):
-            return "tokens"
-        if issubclass(op, nn.RNNBase):
-            return "seq"
-        if issubclass(op, (nn.Linear, nn.RNNCellBase, nn.LayerNorm)):
-            return "flat"
-        float_module = _float_counterpart(op)
-        if float_module is not None:
-            return _layout_of(float_module)
+        layout = module_layout(op)
+        if layout is not None:
+            return layout
+        float_cls = _float_counterpart(op)
+        if float_cls is not None:
+            return _layout_of(float_cls)
         if issubclass(op, nni._FusedModule):
-            return _layout_of(_FUSED_PARTS.get(op, (None,))[0])
-    name = op if isinstance(op, str) else _fn_name(op)
-    if name in ("linear", "layer_norm"):
-        return "flat"
-    for suffix in ("1d", "2d", "3d"):
-        if name.endswith(suffix) or name.endswith(suffix.upper()):
-            return suffix
-    return None
+            return _layout_of(FUSED_PARTS.get(op, (None,))[0])
+    return name_layout(op if isinstance(op, str) else _fn_name(op))
 
 
 def chain_ops(config: BackendPatternConfig) -> list[tuple[Any, int]]:
@@ -273,27 +255,6 @@ def _run_last(builder: _Builder, sample: Any) -> Any:
 
 # --- module classes -------------------------------------------------------------------------
 
-#: Fused module class -> the float module classes it wraps, in forward order.
-_FUSED_PARTS: dict[type, tuple[Any, ...]] = {
-    nni.ConvReLU1d: (nn.Conv1d, nn.ReLU),
-    nni.ConvReLU2d: (nn.Conv2d, nn.ReLU),
-    nni.ConvReLU3d: (nn.Conv3d, nn.ReLU),
-    nni.ConvBn1d: (nn.Conv1d, nn.BatchNorm1d),
-    nni.ConvBn2d: (nn.Conv2d, nn.BatchNorm2d),
-    nni.ConvBn3d: (nn.Conv3d, nn.BatchNorm3d),
-    nni.ConvBnReLU1d: (nn.Conv1d, nn.BatchNorm1d, nn.ReLU),
-    nni.ConvBnReLU2d: (nn.Conv2d, nn.BatchNorm2d, nn.ReLU),
-    nni.ConvBnReLU3d: (nn.Conv3d, nn.BatchNorm3d, nn.ReLU),
-    nni.LinearReLU: (nn.Linear, nn.ReLU),
-    nni.LinearBn1d: (nn.Linear, nn.BatchNorm1d),
-    nni.LinearLeakyReLU: (nn.Linear, nn.LeakyReLU),
-    nni.LinearTanh: (nn.Linear, nn.Tanh),
-    nni.BNReLU2d: (nn.BatchNorm2d, nn.ReLU),
-    nni.BNReLU3d: (nn.BatchNorm3d, nn.ReLU),
-    nni.ConvAdd2d: (nn.Conv2d, torch.add),
-    nni.ConvAddReLU2d: (nn.Conv2d, torch.add, nn.ReLU),
-}
-
 
 def _extra_input_like(module: nn.Module, sample: torch.Tensor) -> torch.Tensor:
     """What a module's further inputs look like: its first part's output for fused modules
@@ -319,12 +280,12 @@ def _extra_tensor_args(module: nn.Module) -> int:
 def _module_for(cls: type, sample: Any, builder: _Builder) -> tuple[nn.Module, bool]:
     """An eval-mode instance of ``cls`` that takes ``sample``; also whether its output is a tuple
     whose first element carries on (RNNs, LSTMCell)."""
-    float_module = _float_counterpart(cls)
-    if float_module is not None:
-        return _qat_module(cls, float_module, sample, builder), False
+    float_cls = _float_counterpart(cls)
+    if float_cls is not None:
+        return _qat_module(cls, float_cls, sample, builder), False
     if cls in builder.fusers or issubclass(cls, nni._FusedModule):
         return _fused_module(cls, sample, builder), False
-    module = _float_module(cls, sample)
+    module = float_module(cls, sample)
     select_first = isinstance(module, (nn.RNNBase, nn.LSTMCell))
     return module.eval(), select_first
 
@@ -333,9 +294,9 @@ def _float_counterpart(cls: type) -> type | None:
     """The float module a QAT module is made from (``nniqat.LinearBn1d`` -> ``nni.LinearBn1d``)."""
     if not hasattr(cls, "from_float"):
         return None
-    float_module = getattr(cls, "_FLOAT_MODULE", None)
-    if isinstance(float_module, type) and float_module is not cls:
-        return float_module
+    counterpart = getattr(cls, "_FLOAT_MODULE", None)
+    if isinstance(counterpart, type) and counterpart is not cls:
+        return counterpart
     package = {"torch.ao.nn.intrinsic.qat": nni, "torch.ao.nn.qat": nn}
     for prefix, namespace in package.items():
         if cls.__module__.startswith(prefix):
@@ -349,18 +310,18 @@ def _qat_module(cls: type, float_cls: type, sample: Any, builder: _Builder) -> n
     qconfig = builder.qconfig
     if qconfig is None:
         raise SkipPattern(f"QAT module {cls.__name__} needs a QConfig and none was chosen")
-    float_module, _ = _module_for(float_cls, sample, builder)
-    for module in float_module.modules():  # fused modules read their parts' qconfig too
+    float_instance, _ = _module_for(float_cls, sample, builder)
+    for module in float_instance.modules():  # fused modules read their parts' qconfig too
         module.qconfig = qconfig
     try:
-        return cls.from_float(float_module).eval()
+        return cls.from_float(float_instance).eval()
     except Exception as exc:
         raise SkipPattern(f"cannot build QAT module {cls.__name__}: {exc}") from exc
 
 
 def _fused_module(cls: type, sample: Any, builder: _Builder) -> nn.Module:
     """torch's fused modules from their parts; others through the spec's own fuser method."""
-    parts, fuser = _FUSED_PARTS.get(cls), None
+    parts, fuser = FUSED_PARTS.get(cls), None
     if parts is None and cls in builder.fusers:
         parts, fuser = builder.fusers[cls]
     if parts is None:
@@ -370,7 +331,7 @@ def _fused_module(cls: type, sample: Any, builder: _Builder) -> nn.Module:
         if not isinstance(part, type):  # a function part (ConvAdd2d's add) keeps the shape
             modules.append(part)
             continue
-        module = _float_module(part, sample).eval()
+        module = float_module(part, sample).eval()
         with torch.no_grad():
             sample = module(sample)
         modules.append(module)
@@ -383,61 +344,6 @@ def _fused_module(cls: type, sample: Any, builder: _Builder) -> nn.Module:
     if type(fused) is not cls:
         raise SkipPattern(f"the spec's fuser builds {type(fused).__name__}, not {cls.__name__}")
     return fused.eval()
-
-
-def _float_module(cls: type, x: torch.Tensor) -> nn.Module:
-    """Constructor arguments per module family, sized for ``x``."""
-    channels = x.shape[1] if x.dim() > 1 else 1
-    features = x.shape[-1]
-    mods = nn.modules
-    if issubclass(cls, mods.conv._ConvTransposeNd):
-        return cls(channels, 8, 3, padding=1)
-    if issubclass(cls, mods.conv._ConvNd):
-        return cls(channels, 8, 3, padding=1)
-    if issubclass(cls, nn.Linear):
-        return cls(features, 16)
-    if issubclass(cls, mods.batchnorm._BatchNorm):
-        return _randomized_bn(cls(channels))
-    if issubclass(cls, mods.instancenorm._InstanceNorm):
-        return cls(channels, affine=True)
-    if issubclass(cls, nn.GroupNorm):
-        return cls(2, channels)
-    if issubclass(cls, nn.LayerNorm):
-        return cls(features)
-    if issubclass(cls, (nn.Softmax, nn.LogSoftmax, nn.Softmin)):
-        return cls(dim=-1)
-    if issubclass(cls, (mods.pooling._MaxPoolNd, mods.pooling._AvgPoolNd)):
-        return cls(2)
-    if issubclass(cls, (mods.pooling._AdaptiveAvgPoolNd, mods.pooling._AdaptiveMaxPoolNd)):
-        return cls(2)
-    if issubclass(cls, (nn.PixelShuffle, nn.PixelUnshuffle)):
-        return cls(2)
-    if issubclass(cls, nn.Embedding):
-        return cls(_VOCAB, 16)
-    if issubclass(cls, nn.EmbeddingBag):
-        return cls(_VOCAB, 16, mode="sum")
-    if issubclass(cls, nn.RNNBase):
-        return cls(features, 16, batch_first=True)
-    if issubclass(cls, nn.RNNCellBase):
-        return cls(features, 16)
-    if issubclass(cls, nn.Upsample):
-        return cls(scale_factor=2, mode="nearest")
-    try:
-        return cls()
-    except TypeError as exc:
-        raise SkipPattern(f"no recipe to construct {cls.__name__}: {exc}") from exc
-
-
-def _randomized_bn(bn: nn.Module) -> nn.Module:
-    """Non-trivial statistics, so that folding BatchNorm into a conv is really exercised."""
-    n = bn.num_features
-    gen = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        bn.running_mean.copy_(torch.randn(n, generator=gen) * 0.1)
-        bn.running_var.copy_(torch.rand(n, generator=gen) + 0.5)
-        bn.weight.copy_(torch.rand(n, generator=gen) + 0.5)
-        bn.bias.copy_(torch.randn(n, generator=gen) * 0.1)
-    return bn
 
 
 # --- methods --------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import typer
 from backend_spec.cli.render.diagnostics import FORMATS as REPORT_FORMATS
 from backend_spec.diagnostics import Severity, SpecError
 from backend_spec.quiet import silence_globally
+from backend_spec.settings import Settings, project_settings
 
 app = typer.Typer(
     name="bespec",
@@ -83,10 +84,17 @@ SchemaRef = Annotated[
 
 
 def _print_version(value: bool) -> None:
+    """bespec's version and those of the torch and torchao it runs with (from package metadata,
+    so without importing torch): what a bug report needs."""
     if value:
         from backend_spec import __version__
+        from backend_spec.versions import TORCH_REQUIREMENT, installed
 
         typer.echo(f"bespec {__version__}")
+        typer.echo(
+            f"torch {installed('torch') or 'not installed'} (supported: {TORCH_REQUIREMENT})"
+        )
+        typer.echo(f"torchao {installed('torchao') or 'not installed'} (for pt2e)")
         raise typer.Exit()
 
 
@@ -138,10 +146,14 @@ def write_spec(text: str, output: Path | None, schema_ref: str | None) -> None:
 
 
 def output_format(fmt: str | None, output: Path | None) -> str:
-    """The format of a written spec: --format, else the suffix of -o, else yaml."""
+    """The format of a written spec: --format, else the suffix of -o (in any case, as the
+    readers take it), else yaml."""
+    from backend_spec.files import suffix_of
+    from backend_spec.specfile.source import FORMATS
+
     if fmt is not None:
         return fmt
-    return "toml" if output is not None and output.suffix == ".toml" else "yaml"
+    return FORMATS.get(suffix_of(output), "yaml") if output is not None else "yaml"
 
 
 def fail_usage(message: str) -> typer.Exit:
@@ -201,12 +213,18 @@ def report_errors(error: SpecError, grouped: bool = False) -> typer.Exit:
     return typer.Exit(1)
 
 
-def allowed(allow_import: list[str] | None) -> list[str]:
-    """The effective allow-list: ``--allow-import`` plus the project's (working directory's)
-    ``[tool.bespec] allow_imports``; never settings found next to a spec."""
-    from backend_spec.settings import project_allow_imports
+def project() -> Settings:
+    """The project's ``[tool.bespec]`` settings (the working directory's pyproject.toml, never
+    one found next to a spec); malformed settings exit 2 with one line."""
+    try:
+        return project_settings()
+    except ValueError as exc:
+        raise fail_usage(str(exc)) from None
 
-    return project_allow_imports(allow_import)
+
+def allowed(allow_import: list[str] | None) -> list[str]:
+    """The effective allow-list: ``--allow-import`` plus the project's ``allow_imports``."""
+    return project().allowed(allow_import)
 
 
 def load_ref(
@@ -239,15 +257,14 @@ def compile_reporting(spec: Path, allow_import: list[str] | None, extends_outsid
     from backend_spec.cli.render.diagnostics import render_text
     from backend_spec.lint.registry import Selection, select_rules
     from backend_spec.lint.runner import compile_report
-    from backend_spec.lint.settings import merged, project_settings
 
+    settings = project()
     try:
-        settings = merged(project_settings(spec), None, None, False)
-        rules = select_rules(Selection(settings.select, settings.ignore))
+        rules = select_rules(Selection(settings.lint.select, settings.lint.ignore))
     except ValueError as exc:
         raise fail_usage(str(exc)) from None
     compiled, found = compile_report(
-        spec, allowed(allow_import), rules, allow_extends_outside=extends_outside
+        spec, settings.allowed(allow_import), rules, allow_extends_outside=extends_outside
     )
     if compiled is None:
         raise report_errors(SpecError(found))
@@ -293,8 +310,6 @@ def compile_command(
     compiled = compile_reporting(existing(spec), allow_import, allow_extends_outside)
     print_summary(compiled.backend_config, spec)
     if target == "pt2e":
-        from backend_spec.pt2e.cli import compile_pt2e
-
         compile_pt2e(compiled.backend_config, spec, output)
     elif output is not None:
         from backend_spec.export.python import generate_module
@@ -307,6 +322,21 @@ def compile_command(
         typer.echo(f"wrote {output}")
     if emit_pytest is not None:
         write_emitted_test(spec, emit_pytest, golden, allow_import)
+
+
+def compile_pt2e(backend_config: Any, spec: Path, output: Path | None) -> None:
+    """The rule table's report; with ``output``, the standalone quantizer module written."""
+    from backend_spec.cli.render.pt2e import compile_lines
+    from backend_spec.pt2e.emit import generate_module
+    from backend_spec.pt2e.rules import compile_table
+
+    table, report = compile_table(backend_config)
+    for line in compile_lines(report):
+        typer.echo(line)
+    if output is not None:
+        qat_table = compile_table(backend_config, qat=True)[0]
+        write_file(output, generate_module(table, source=str(spec), qat_table=qat_table))
+        typer.echo(f"wrote {output}")
 
 
 def write_emitted_test(
@@ -544,11 +574,14 @@ def lint_command(
     from backend_spec.cli.render.console import use_color
     from backend_spec.cli.render.lint import render_lint
     from backend_spec.lint.session import lint_files
+    from backend_spec.lint.settings import merged
 
     for spec in specs:
         existing(spec)
+    settings = project()
     try:
-        report = lint_files(specs, select, ignore, strict, allowed(allow_import))
+        chosen = merged(settings.lint, select, ignore, strict)
+        report = lint_files(specs, chosen, settings.allowed(allow_import))
     except ValueError as exc:
         raise fail_usage(str(exc)) from None
     sys.stdout.write(render_lint(report, fmt, color=use_color(sys.stdout)))
@@ -598,18 +631,35 @@ def check_cli(
     flow: Annotated[
         str, typer.Option(help="fx (default), pt2e, or both: compare FX with pt2e.")
     ] = "fx",
+    qat: Annotated[
+        bool,
+        typer.Option("--qat", help="With --flow pt2e|both: train (prepare_qat_pt2e / _fx)."),
+    ] = False,
 ) -> None:
     """Quantize a minimal model per pattern and DTypeConfig, and the zoo models, on the host CPU.
 
     Exit status: with --golden, 0 when the run matches the golden (known failures included) and
     1 on drift; without one, 1 when a case or model failed; --update-golden only records (0).
     """
+    if flow not in ("fx", "pt2e", "both"):
+        raise fail_usage(f"--flow must be fx, pt2e or both, not {flow!r}")
     if flow != "fx":
-        raise typer.Exit(pt2e_check(spec, flow, model or [], fmt, allow_import))
+        fx_only = {
+            "--engine": engine is not None,
+            "--jobs": jobs != 1,
+            "--golden": golden is not None,
+            "--update-golden": update_golden,
+            "--verbose": verbose,
+        }
+        refuse_flags(f"--flow {flow}", [flag for flag, given in fx_only.items() if given])
+        raise typer.Exit(pt2e_check(spec, flow, model or [], fmt, allow_import, qat=qat))
+    if qat:
+        raise fail_usage(
+            "--qat applies to --flow pt2e or both (the FX check already runs QAT cases)"
+        )
     from backend_spec.check import golden as golden_files
     from backend_spec.check.run import run_check
     from backend_spec.cli.render import check as render
-    from backend_spec.settings import tool_settings
 
     if update_golden and golden is None:
         raise fail_usage("--update-golden needs --golden FILE")
@@ -622,9 +672,7 @@ def check_cli(
         except ValueError as exc:
             raise fail_usage(str(exc)) from None
     backend_config = load_ref(spec, allow_import).backend_config
-    # The project's settings (working directory upward), never a pyproject.toml next to a spec.
-    configured = tool_settings(Path.cwd()).get("check", {})
-    engine = engine or (configured.get("engine") if isinstance(configured, dict) else None)
+    engine = engine or project().check.engine
     models = _check_models(model)
     with render.progress_bar() as advance:
         try:
@@ -651,6 +699,10 @@ def check_cli(
         raise typer.Exit(0)
     if recorded is not None:
         assert golden is not None
+        if (note := golden_files.torch_note(recorded)) is not None:
+            from backend_spec.cli.render.console import escape
+
+            typer.echo(f"note: {escape(note)}", err=True)
         if not drift:
             typer.echo(render.golden_line(report, golden, written=False), err=True)
         raise typer.Exit(1 if drift else 0)
@@ -678,20 +730,35 @@ def _check_models(refs: list[str] | None) -> list | None:
     return models
 
 
+def refuse_flags(where: str, flags: list[str]) -> None:
+    """Exit 2 with one line when flags are given that ``where`` does not honour: a flag means
+    the same under every ``--flow``, or it is refused."""
+    if flags:
+        them = "it" if len(flags) == 1 else "them"
+        raise fail_usage(f"{where} does not take {', '.join(flags)}; drop {them} or use --flow fx")
+
+
 def pt2e_check(
-    spec: str, flow: str, models: list[str], fmt: str, allow_import: list[str] | None
+    spec: str,
+    flow: str,
+    models: list[str],
+    fmt: str,
+    allow_import: list[str] | None,
+    *,
+    qat: bool = False,
 ) -> int:
-    """``check --flow pt2e|both`` (backend_spec.pt2e.check)."""
+    """``check --flow pt2e|both`` (backend_spec.pt2e.check): the rows rendered, exit status."""
+    from backend_spec.cli.render.pt2e import flow_json, flow_text
     from backend_spec.pt2e import TorchaoMissing
     from backend_spec.pt2e.check import flow_check, reference_models
 
-    if flow not in ("pt2e", "both"):
-        raise fail_usage(f"--flow must be fx, pt2e or both, not {flow!r}")
     backend_config = load_ref(spec, allow_import).backend_config
     try:
-        return flow_check(backend_config, flow, reference_models(models), fmt)
+        report = flow_check(backend_config, flow, reference_models(models), qat=qat)
     except TorchaoMissing as exc:
         raise fail_usage(str(exc)) from None
+    sys.stdout.write((flow_json if fmt == "json" else flow_text)(report))
+    return 1 if report.failed else 0
 
 
 # -- explain ---------------------------------------------------------------------------------
@@ -722,14 +789,27 @@ def explain_command(
     fmt: TextOrJson = "text",
     allow_import: AllowImport = None,
     flow: Annotated[str, typer.Option(help="fx (default) or pt2e: explain ATen nodes.")] = "fx",
+    qat: Annotated[
+        bool, typer.Option("--qat", help="With --flow pt2e: the QAT quantizer, training export.")
+    ] = False,
 ) -> None:
     """Explain, node by node, what SPEC quantizes in a model and why nodes are skipped."""
     import json
 
     from backend_spec.analysis import explain
 
+    if flow not in ("fx", "pt2e"):
+        raise fail_usage(f"--flow must be fx or pt2e, not {flow!r}")
+    if flow == "pt2e":  # the quantizer is the spec's own: no QConfigMapping to choose
+        fx_only = {
+            "--qconfig-mapping": qconfig_mapping is not None,
+            "--torch-default": torch_default,
+        }
+        refuse_flags("--flow pt2e", [flag for flag, given in fx_only.items() if given])
     if torch_default and qconfig_mapping:
         raise fail_usage("--torch-default and --qconfig-mapping exclude each other")
+    if qat and flow != "pt2e":
+        raise fail_usage("--qat applies to --flow pt2e only")
     compiled = load_ref(spec, allow_import)
     try:
         net, inputs = explain.model_from_factory(model)
@@ -742,12 +822,12 @@ def explain_command(
     except ValueError as exc:
         raise fail_usage(str(exc)) from None
     if flow == "pt2e":
+        from backend_spec.cli.render.pt2e import verdicts_json, verdicts_text
         from backend_spec.pt2e.check import explain_pt2e
 
-        explain_pt2e(compiled.backend_config, net, inputs, fmt)
+        verdicts = explain_pt2e(compiled.backend_config, net, inputs, qat=qat)
+        sys.stdout.write((verdicts_json if fmt == "json" else verdicts_text)(verdicts))
         return
-    if flow != "fx":
-        raise fail_usage(f"--flow must be fx or pt2e, not {flow!r}")
     try:
         report = explain.explain_compiled(compiled, net, inputs, mapping)
     except Exception as exc:  # torch failed on this spec and model: one line, never a traceback
@@ -766,8 +846,9 @@ def explain_command(
         typer.echo(json.dumps(report.to_dict(), indent=2))
     else:
         from backend_spec.cli.render.console import make_console
+        from backend_spec.cli.render.explain import print_explanation
 
-        explain.print_explanation(report, make_console())
+        print_explanation(report, make_console())
 
 
 # -- diff ------------------------------------------------------------------------------------
@@ -846,9 +927,15 @@ def docs_command(
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point. An unsupported torch ends any command that needs torch with
+    one line and exit 2 (misuse of the environment), never a traceback."""
+    from backend_spec.versions import UnsupportedTorch
+
     silence_globally()
-    app(prog_name="bespec")  # also under `python -m backend_spec`: one name for completion
+    try:
+        app(prog_name="bespec")  # also under `python -m backend_spec`: one name for completion
+    except UnsupportedTorch as exc:
+        raise SystemExit(fail_usage(str(exc)).exit_code) from None
 
 
 if __name__ == "__main__":

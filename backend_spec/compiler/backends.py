@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from backend_spec._torch import BackendConfig
 from backend_spec.compiler.compiler import Compiled, Origin, pattern_key
@@ -50,6 +49,6 @@ def load_compiled(
     )
 
 
-def load_backend(ref: str, allow_imports: Iterable[str] = ()) -> Any:
+def load_backend(ref: str, allow_imports: Iterable[str] = ()) -> BackendConfig:
     """The BackendConfig ``ref`` names (see :func:`load_compiled`)."""
     return load_compiled(ref, allow_imports).backend_config

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend_spec import _torch, codes
+from backend_spec.compiler.fuser_check import fuser_problem
 from backend_spec.compiler.observed import (
     POLICY_KEYS,
     ObservedDTypeWithConstraints,
@@ -28,10 +29,15 @@ from backend_spec.names.fusers import (
 )
 from backend_spec.names.resolver import Kind, NameProblem, Resolver
 from backend_spec.names.vocabulary import TORCH_FACTORY_MODULES, inside
-from backend_spec.specfile.fields import MODULE_KINDS, PATTERN_FIELDS, PATTERN_KINDS, FieldKind
-from backend_spec.specfile.models import (
+from backend_spec.specfile.fields import (
     CONSTRAINT_FIELDS,
+    MODULE_KINDS,
     OBSERVER_FIELDS,
+    PATTERN_FIELDS,
+    PATTERN_KINDS,
+    FieldKind,
+)
+from backend_spec.specfile.models import (
     DTypeConfigModel,
     DTypeWithConstraintsModel,
     FunctionForm,
@@ -59,7 +65,7 @@ class Compiled:
     """The result of compiling one spec: the config and where each pattern came from (problems
     are raised as SpecError, never returned)."""
 
-    backend_config: Any
+    backend_config: _torch.BackendConfig
     origins: dict[Any, Origin] = field(default_factory=dict)
     #: The source and validated model it came from (None for a built-in base).
     doc: SourceDoc | None = None
@@ -84,7 +90,7 @@ class Compiler:
         self.diagnostics: list[Diagnostic] = []
         self._named_dtype_configs: dict[str, Any] = {}
 
-    def problem(self, path: KeyPath, code: str, message: str, hint: str = "") -> None:
+    def problem(self, path: KeyPath, code: str, message: str, hint: str | None = None) -> None:
         self.diagnostics.append(self.doc.diagnostic(path, code, message, hint))
 
     def name(self, path: KeyPath, name: str, kind: Kind) -> Any:
@@ -150,6 +156,9 @@ class Compiler:
         """A pattern op, or a (nested) tuple of them, from names or (nested) lists of names."""
         if isinstance(value, str):
             return self.name(path, value, kind)
+        argument = isinstance(path[-1], int) and path[-1] > 0  # not the op, not the whole
+        if kind is Kind.COMPLEX_OP and _is_literal(value) and argument:
+            return value  # an argument literal (version 3): (operator.getitem, op, 0)
         if isinstance(value, list) and value:
             return tuple(self.ops((*path, i), item, kind) for i, item in enumerate(value))
         self.problem(
@@ -228,7 +237,7 @@ class Compiler:
         """A factory argument: a name -> its object, a list -> a tuple, a form -> a function."""
         if isinstance(value, str):
             try:
-                return self.resolver.lookup(value)
+                return self.resolver.factory_argument(value)
             except NameProblem as problem:
                 self.problem(path, problem.code, problem.message, problem.hint)
                 return _MISSING
@@ -237,6 +246,14 @@ class Compiler:
         if isinstance(value, list):
             items = tuple(self.factory_arg((*path, i), v, arity) for i, v in enumerate(value))
             return _MISSING if any(i is _MISSING for i in items) else items
+        if isinstance(value, FunctionForm) and value.call is not None:
+            self.problem(
+                (*path, "call"),
+                codes.FACTORY_REFUSED,
+                "a {call: ...} inside the arguments of another {call: ...} is not called",
+                "name the function itself, or use {sequential: X} / {reverse2: ...}",
+            )
+            return _MISSING
         if isinstance(value, FunctionForm):
             built = self.function(path, value, arity)
             return _MISSING if built is None else built
@@ -255,7 +272,27 @@ class Compiler:
             if obj is not None and not _has_none(obj):
                 getattr(config, spec.setter)(obj)
         set_pt2e_keys(config, model.aten, {key: getattr(model, key) for key in POLICY_KEYS})
+        self.prove_fuser(path, config, named=isinstance(model.fuser_method, str))
         return config
+
+    def prove_fuser(self, path: KeyPath, config: Any, named: bool) -> None:
+        """Whatever form named it, the fuser must build the declared fused module from float
+        modules of its (forward) pattern: an error at the fuser when it does not. A named
+        fuser that cannot take one module per op is BS511's one finding, not this one's."""
+        if config.fuser_method is None or config.pattern is None:
+            return
+        ops = config.pattern if isinstance(config.pattern, tuple) else (config.pattern,)
+        if named and not _takes(config.fuser_method, 1 + len(ops)):
+            return
+        problem = fuser_problem(config.fuser_method, ops, config.fused_module)
+        if problem:
+            self.problem(
+                (*path, "fuser_method"),
+                codes.FUSER_BUILDS_WRONG_MODULE,
+                problem,
+                "use a fuser that builds the fused_module of this entry, such as "
+                "{sequential: FusedModuleClass} with the class fused_module names",
+            )
 
     def field_value(self, path: KeyPath, kind: FieldKind, value: Any, arity: int) -> Any:
         """The torch value of one spec field (None, with diagnostics, when unusable)."""
@@ -307,6 +344,17 @@ class Compiler:
         return keys
 
 
+def _takes(fn: Any, count: int) -> bool:
+    """Whether ``fn`` can be called with ``count`` positional arguments (True if unknown)."""
+    try:
+        inspect.signature(fn).bind(*([None] * count))
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read
+        return True
+    return True
+
+
 def _has_none(pattern: Any) -> bool:
     if isinstance(pattern, tuple):
         return any(_has_none(p) for p in pattern)
@@ -322,3 +370,8 @@ def _arity(model: PatternModel) -> int:
 
 def _observation_type(name: str) -> Any:
     return _torch.ObservationType[name.upper()]
+
+
+def _is_literal(value: Any) -> bool:
+    """An integer argument literal of a complex-format pattern (not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool)

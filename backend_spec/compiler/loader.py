@@ -18,10 +18,12 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from backend_spec import _torch, codes
 from backend_spec.compiler.compiler import Compiled, Compiler, Origin, pattern_key
+from backend_spec.compiler.meaning import meaning_errors
+from backend_spec.compiler.view import SpecView
 from backend_spec.diagnostics import Diagnostic, SpecError
 from backend_spec.names.resolver import Resolver
 from backend_spec.names.vocabulary import BUILTIN_BACKENDS, builtin_backend_config
@@ -30,6 +32,7 @@ from backend_spec.specfile.source import SourceDoc, format_for, parse, read_text
 from backend_spec.specfile.validate import validate
 
 MAX_EXTENDS_DEPTH = 16
+_View = TypeVar("_View", bound=SpecView)
 #: Longest ``extends`` path accepted (PATH_MAX); longer ones are refused before any lookup.
 MAX_EXTENDS_CHARS = 4096
 
@@ -47,7 +50,7 @@ def load(
     allow_imports: Iterable[str] | None = None,
     *,
     allow_extends_outside: bool = False,
-) -> Any:
+) -> _torch.BackendConfig:
     """Load a spec file (``.yaml``/``.yml``/``.toml``) and return a torch ``BackendConfig``.
 
     A base named by ``extends`` must lie inside the spec's folder tree unless
@@ -65,7 +68,7 @@ def loads(
     file: str = "<string>",
     base_dir: str | os.PathLike[str] | None = None,
     allow_extends_outside: bool = False,
-) -> Any:
+) -> _torch.BackendConfig:
     """Load spec text of the given format (``"yaml"`` or ``"toml"``) into a BackendConfig.
 
     ``base_dir`` anchors a relative ``extends`` path and confines base files (default: the
@@ -133,7 +136,6 @@ def guarded(build: Any, file: str = "<spec>") -> Any:
                     1,
                     codes.INTERNAL,
                     f"internal error while loading: {type(exc).__name__}: {exc}",
-                    "please report this with the spec that caused it",
                 )
             ]
         ) from exc
@@ -171,7 +173,8 @@ def _compile_doc(
     built = build(doc, scope.resolver, base_dir, chain, root=scope.root)
     problems = built.diagnostics
     if built.spec is not None:
-        problems = [*problems, *meaning_errors(built, scope.resolver)]
+        # Checked on every entry that validated: reported with the file's other errors.
+        problems = [*problems, *meaning_errors(view_of(built, scope.resolver))]
     if problems:
         raise SpecError(problems)
     assert built.compiled is not None
@@ -215,7 +218,6 @@ def build(
             ("remove",),
             codes.REMOVE_WITHOUT_EXTENDS,
             "'remove' needs 'extends'",
-            "name a base to remove patterns from",
         )
     problems.extend(compiler.diagnostics)
     if problems:
@@ -232,15 +234,12 @@ def build(
     return Built(doc, spec, None if problems else result, problems)
 
 
-def meaning_errors(built: Built, resolver: Resolver) -> list[Diagnostic]:
-    """Errors of a file that does not mean what it says: an entry that another silently
-    replaces, a fuser that cannot take its chain (lint rules that load enforces). Checked on
-    every entry that validated, so they are reported with the file's other errors."""
-    from backend_spec.lint.runner import enforced_problems
-
+def view_of(built: Built, resolver: Resolver, kind: type[_View] = SpecView) -> _View:  # type: ignore[assignment]
+    """The checks' view of a spec that validated (``built.spec`` is set); ``kind`` is the
+    view's class (the linter's adds what only rules ask)."""
     assert built.spec is not None
     config = built.compiled.backend_config if built.compiled is not None else None
-    return enforced_problems(built.doc, built.spec, resolver, config)
+    return kind(built.doc, built.spec, resolver, config)
 
 
 def _inherit(result: Compiled, base: Compiled) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from backend_spec import codes
 from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig, ObservationType
+from backend_spec.codes import Code
 from backend_spec.compiler.observed import pattern_aten, pattern_policy
 from backend_spec.diagnostics import Diagnostic, Severity, SpecError, format_key_path
 from backend_spec.export.dtypes import DTypeConfigTable, DTypeDoc
@@ -86,7 +87,7 @@ def required_version(doc: SpecDocument) -> int:
     """The oldest format version that can say the document: the highest ``x-since`` of the
     keys it uses (the loader's own markers), 2 for a nested forward pattern item, 3 for the
     version 3 ``quantize`` value; else 1."""
-    from backend_spec.specfile.models import keys_since, nested_forward_items
+    from backend_spec.specfile.models import keys_since, literal_items, nested_forward_items
 
     since = keys_since()
 
@@ -94,6 +95,8 @@ def required_version(doc: SpecDocument) -> int:
         if isinstance(node, dict):
             versions = [max(since.get(k, 1), used(v)) for k, v in node.items()]
             if node.get("quantize") == "if_all_inputs_quantized":
+                versions.append(3)
+            if literal_items(node.get("pattern_complex_format")):
                 versions.append(3)
             return max(versions, default=1)
         return max((used(v) for v in node), default=1) if isinstance(node, list) else 1
@@ -171,6 +174,8 @@ def _nested_names(pattern: Any) -> Any:
     """Names of a pattern in torch's nested tuple format, as nested lists."""
     if isinstance(pattern, tuple):
         return [_nested_names(p) for p in pattern]
+    if isinstance(pattern, int) and not isinstance(pattern, bool):
+        return pattern  # an argument literal (version 3)
     return _name(pattern, op_name)
 
 
@@ -236,7 +241,6 @@ class _EntryBuilder:
                 "fails with \"TypeError: 'DTypeConfig' object is not iterable\" on any model "
                 "with this pattern. Exported as a one-item list",
                 "pass [dtype_config] to set_dtype_configs",
-                Severity.WARNING,
             )
             return [value]
         if isinstance(value, (list, tuple)) and all(isinstance(v, DTypeConfig) for v in value):
@@ -279,29 +283,17 @@ class _EntryBuilder:
     def _report(
         self,
         key: str,
-        code: str,
+        code: Code,
         problem: str,
-        hint: str = "",
-        severity: Severity = Severity.ERROR,
+        hint: str | None = None,
     ) -> None:
+        """A problem of this entry's field ``key``, as severe as its code says (an error
+        says the field cannot be exported; a warning that it was, as shown)."""
         path = ("patterns", self.index, key)
         where = f"{format_key_path(path)} of pattern {_safe_label(self.config)}"
-        self.diagnostics.append(
-            Diagnostic(
-                file=self.source,
-                line=0,
-                column=0,
-                code=code,
-                message=(
-                    f"cannot export {where}: {problem}"
-                    if severity is Severity.ERROR
-                    else f"{where}: {problem}"
-                ),
-                hint=hint,
-                severity=severity,
-                key_path=path,
-            )
-        )
+        error = code.severity is Severity.ERROR
+        message = f"cannot export {where}: {problem}" if error else f"{where}: {problem}"
+        self.diagnostics.append(Diagnostic(self.source, 0, 0, code, message, hint, key_path=path))
 
 
 def _is_default(kind: FieldKind, value: Any) -> bool:

@@ -16,7 +16,7 @@ from typing import Any
 from backend_spec._torch import DTypeConfig, DTypeWithConstraints, torch
 from backend_spec.compiler.observed import observer_options
 from backend_spec.names.dtypes import dtype_name
-from backend_spec.specfile.models import CONSTRAINT_FIELDS
+from backend_spec.specfile.fields import CONSTRAINT_FIELDS
 
 #: DTypeConfig keys whose value may carry constraints, in spec order.
 _CONSTRAINED_KEYS: tuple[str, ...] = ("input_dtype", "output_dtype", "weight_dtype")
@@ -47,14 +47,6 @@ def dtype_config_doc(dc: DTypeConfig) -> DTypeDoc:
     if dc.is_dynamic is not None:
         doc["is_dynamic"] = dc.is_dynamic
     return doc
-
-
-def dtype_config_list(value: Any) -> list[Any]:
-    """The DTypeConfigs of a pattern as a list: torch stores what the setter was given, and
-    some configs pass a bare DTypeConfig (or a tuple) where a list belongs."""
-    if isinstance(value, DTypeConfig):
-        return [value]
-    return list(value) if isinstance(value, Iterable) and not isinstance(value, str) else []
 
 
 def _signature(doc: DTypeDoc) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from backend_spec._torch import BackendPatternConfig, DTypeConfig, ObservationType
-from backend_spec.export.dtypes import dtype_config_list
+from backend_spec.names.dtypes import dtype_config_list
 from backend_spec.names.naming import op_name
 
 #: Families recognised from the ops' names, first match wins (so ``(nn.Linear,

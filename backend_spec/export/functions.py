@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from backend_spec import codes
+from backend_spec.analysis.compare import function_description
+from backend_spec.codes import Code
 from backend_spec.names.fusers import map_wrapper
 from backend_spec.names.naming import object_name, resolve_name
 from backend_spec.names.vocabulary import TORCH_FACTORY_MODULES, inside
@@ -29,8 +31,8 @@ class Unwritable(Exception):
 
     obj: Any
     problem: str
-    code: str = codes.UNNAMEABLE
-    hint: str = "use a module-level function or class (not a lambda or local function)"
+    code: Code = codes.UNNAMEABLE
+    hint: str | None = None  # None: the code's hint
 
 
 def function_doc(fn: Any) -> str | dict[str, Any]:
@@ -50,6 +52,13 @@ def _named(obj: Any) -> str:
 
 
 def _show(obj: Any) -> str:
+    owner = getattr(obj, "__self__", None)
+    if isinstance(obj, types.MethodType) and not isinstance(owner, (type, types.ModuleType)):
+        # its __qualname__ is the wrapped function's: the instance is what cannot be named
+        kind = type(owner)
+        return (
+            f"method {obj.__name__} bound to an instance of {kind.__module__}.{kind.__qualname__}"
+        )
     qualname = getattr(obj, "__qualname__", None)
     if qualname is None:
         return f"a {type(obj).__name__} value"
@@ -58,6 +67,12 @@ def _show(obj: Any) -> str:
 
 def _factory_of(fn: Any) -> Any:
     """The module-level function (or class-level method) whose code made closure ``fn``."""
+    if isinstance(fn, types.MethodType) and not isinstance(fn.__self__, type):
+        raise Unwritable(
+            fn,
+            f"{_show(fn)} has no importable name",
+            hint="bind no instance: use a module-level function, a staticmethod or a classmethod",
+        )
     if not isinstance(fn, types.FunctionType) or ".<locals>." not in fn.__qualname__:
         raise Unwritable(fn, f"{_show(fn)} has no importable name")
     outer = fn.__qualname__.rsplit(".<locals>.", 1)[0]
@@ -157,8 +172,6 @@ def _verify(
     fn: Any, factory: Any, factory_name: str, args: list[Any], kwargs: dict[str, Any]
 ) -> None:
     """Call the factory again: the same code and equal cells, or a clear refusal."""
-    from backend_spec.analysis.compare import function_description  # compare imports export
-
     try:
         again = factory(*args, **kwargs)
     except Exception as exc:

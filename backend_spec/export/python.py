@@ -21,8 +21,13 @@ from backend_spec.names.vocabulary import (
     METHOD_PREFIX,
     SPECIAL_NAMES,
 )
-from backend_spec.specfile.fields import MODULE_KINDS, PATTERN_FIELDS, PATTERN_KINDS, FieldKind
-from backend_spec.specfile.models import CONSTRAINT_FIELDS
+from backend_spec.specfile.fields import (
+    CONSTRAINT_FIELDS,
+    MODULE_KINDS,
+    PATTERN_FIELDS,
+    PATTERN_KINDS,
+    FieldKind,
+)
 
 _INDENT = "    "
 

@@ -4,7 +4,8 @@ Layout (like yamllint): :mod:`.rules` holds one module per rule, each with its `
 :mod:`backend_spec.codes` (id, slug, severity, summary), a docstring and a ``check(context)``
 generator; :mod:`.registry` finds them
 and selects them (``--select``/``--ignore``); :mod:`.context` is what a rule sees;
-:mod:`.runner` lints files and :mod:`.settings` reads ``[tool.bespec.lint]``.
+:mod:`.runner` lints files, :mod:`.noqa` applies a file's ``# noqa`` comments and
+:mod:`.settings` reads ``[tool.bespec.lint]``.
 """
 
 from __future__ import annotations

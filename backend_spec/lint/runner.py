@@ -1,6 +1,8 @@
 """Lint one spec file: the loader's diagnostics (always errors) plus the selected rules.
 
-The file is read and validated once. Validation recovers from bad entries (they are reported
+The file is read and validated once. The rules' findings pass through the file's ``# noqa``
+comments (:mod:`backend_spec.lint.noqa`); the loader's errors and the enforced checks' never
+do. Validation recovers from bad entries (they are reported
 and set aside), and the rules run on every entry that validated, even if names failed to
 resolve, so a user sees every problem in one pass. A rule that crashes becomes a diagnostic,
 not a traceback.
@@ -10,25 +12,21 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
+from functools import cache
 from pathlib import Path
-from typing import Any
 
 from backend_spec import _torch, codes
 from backend_spec.compiler.compiler import Compiled
-from backend_spec.compiler.loader import Built, build, guarded, read_source
+from backend_spec.compiler.loader import Built, build, guarded, read_source, view_of
+from backend_spec.compiler.meaning import ENFORCED, meaning_errors
 from backend_spec.diagnostics import Diagnostic, Severity, SpecError
 from backend_spec.lint.context import LintContext, Problem
+from backend_spec.lint.noqa import RULES as NOQA_RULES
 from backend_spec.lint.registry import Rule, all_rules
 from backend_spec.names.resolver import Resolver
-from backend_spec.specfile.models import SpecModel
-from backend_spec.specfile.source import SourceDoc
 
 #: Code of a rule that failed on unexpected input (a bug in bespec, reported like a problem).
 RULE_CRASHED = codes.RULE_CRASHED
-
-
-#: Rules whose findings change what a file means; load and compile enforce them as errors.
-ENFORCED = (codes.DUPLICATE_PATTERN, codes.FUSER_ARITY)
 
 
 def lint_path(
@@ -45,8 +43,7 @@ def lint_path(
             return _ordered(list(error.diagnostics))
         found = list(built.diagnostics)
         if context is not None:
-            for rule in rules:
-                found.extend(run_rule(rule, context))
+            found.extend(_findings(context, rules))
     return _ordered(found)
 
 
@@ -58,8 +55,9 @@ def compile_report(
     allow_extends_outside: bool = False,
 ) -> tuple[Compiled | None, list[Diagnostic]]:
     """What ``bespec compile`` reports, from one read: the compiled spec (None when there is
-    any error), and every diagnostic: the loader's errors, the :data:`ENFORCED` rules' findings
-    as errors, the other rules' findings as warnings (notes stay notes: ``compile`` hides them)."""
+    any error), and every diagnostic: the loader's errors, the enforced checks' findings
+    (:mod:`backend_spec.compiler.meaning`) as errors, the other rules' findings as warnings
+    (notes stay notes: ``compile`` hides them)."""
     with _torch.quiet():
         try:
             context, built = _context(Path(path), allow_imports, allow_extends_outside)
@@ -68,8 +66,9 @@ def compile_report(
         errors = list(built.diagnostics)
         warnings: list[Diagnostic] = []
         if context is not None:
-            errors += _as(Severity.ERROR, _run(context, True))
-            found = _run(context, False, rules)
+            errors += meaning_errors(context)
+            chosen = all_rules() if rules is None else rules
+            found = _findings(context, [r for r in chosen if r.id not in ENFORCED])
             problems = [d for d in found if d.severity is not Severity.INFO]
             warnings = [d for d in found if d not in problems] + _as(Severity.WARNING, problems)
     compiled = None if errors else built.compiled
@@ -90,29 +89,31 @@ def _context(
     )
     if built.spec is None:
         return None, built
-    config = built.compiled.backend_config if built.compiled is not None else None
-    return LintContext(doc, built.spec, resolver, config), built
+    return view_of(built, resolver, LintContext), built
 
 
 def _as(severity: Severity, found: list[Diagnostic]) -> list[Diagnostic]:
     return [dataclasses.replace(d, severity=severity) for d in found]
 
 
-def _run(
-    context: LintContext, enforced: bool, rules: Iterable[Rule] | None = None
-) -> list[Diagnostic]:
-    found = []
-    for rule in all_rules() if rules is None else rules:
-        if (rule.id in ENFORCED) == enforced:
-            found.extend(run_rule(rule, context))
-    return found
+def _findings(context: LintContext, rules: Iterable[Rule]) -> list[Diagnostic]:
+    """The rules' findings that the file's ``# noqa`` comments do not silence, then the
+    comments' own problems: their rules run last, on what the others found."""
+    rules = tuple(rules)
+    ordinary = [rule for rule in rules if rule.id not in NOQA_RULES]
+    found = [d for rule in ordinary for d in run_rule(rule, context)]
+    kept = context.noqa.apply(found, (rule.id for rule in ordinary), _silenceable())
+    for rule in rules:
+        if rule.id in NOQA_RULES:
+            kept.extend(run_rule(rule, context))
+    return kept
 
 
-def enforced_problems(
-    doc: SourceDoc, spec: SpecModel, resolver: Resolver, backend_config: Any
-) -> list[Diagnostic]:
-    """The findings of the :data:`ENFORCED` rules on a validated spec (as errors)."""
-    return _as(Severity.ERROR, _run(LintContext(doc, spec, resolver, backend_config), True))
+@cache
+def _silenceable() -> frozenset[str]:
+    """The codes a ``# noqa`` comment may silence: every rule's, but the enforced checks' and
+    those about the comments themselves."""
+    return frozenset(rule.id for rule in all_rules()) - {*ENFORCED, *NOQA_RULES}
 
 
 def run_rule(rule: Rule, context: LintContext) -> list[Diagnostic]:
@@ -127,16 +128,12 @@ def run_rule(rule: Rule, context: LintContext) -> list[Diagnostic]:
                 1,
                 RULE_CRASHED,
                 f"rule {rule.id} ({rule.name}) failed: {type(exc).__name__}: {exc}",
-                "please report this with the spec that caused it",
             )
         ]
 
 
 def diagnostic(rule: Rule, context: LintContext, problem: Problem) -> Diagnostic:
-    found = context.doc.diagnostic(
-        problem.path, rule.id, problem.message, problem.hint, at_key=problem.at_key
-    )
-    return dataclasses.replace(found, severity=rule.severity)
+    return context.diagnostic(rule.id, problem)  # the rule's severity: its code's
 
 
 def _ordered(diagnostics: list[Diagnostic]) -> list[Diagnostic]:

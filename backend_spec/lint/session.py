@@ -9,7 +9,7 @@ from pathlib import Path
 from backend_spec.diagnostics import Diagnostic, Severity
 from backend_spec.lint.registry import Selection, select_rules
 from backend_spec.lint.runner import lint_path
-from backend_spec.lint.settings import merged, project_settings
+from backend_spec.settings import LintSettings
 
 
 @dataclass
@@ -43,20 +43,18 @@ def _fails(severity: Severity, strict: bool) -> bool:
 
 def lint_files(
     paths: Sequence[Path],
-    select: Iterable[str] | None = None,
-    ignore: Iterable[str] | None = None,
-    strict: bool = False,
+    settings: LintSettings = LintSettings(),
     allow_imports: Iterable[str] = (),
 ) -> LintReport:
-    """Lint each file with the settings of its nearest pyproject.toml plus the CLI's.
+    """Lint each file with one set of settings (the project's with the command line's on top:
+    :func:`backend_spec.lint.settings.merged`); never settings found next to a spec.
 
-    ``allow_imports`` is the allow-list of every file. Raises ValueError on a bad
-    selection or bad project settings (the caller's misuse, not a spec problem).
+    ``allow_imports`` is the allow-list of every file. Raises ValueError on a selection that
+    names no rule (the caller's misuse, not a spec problem).
     """
     report = LintReport(files=len(paths))
+    rules = select_rules(Selection(settings.select, settings.ignore))
     for path in paths:
-        settings = merged(project_settings(path), select, ignore, strict)
-        rules = select_rules(Selection(settings.select, settings.ignore))
         found = lint_path(path, rules, allow_imports)
         report.diagnostics.extend(found)
         if any(_fails(d.severity, settings.strict) for d in found):

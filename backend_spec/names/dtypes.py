@@ -3,6 +3,7 @@ the value range of each integer dtype."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
@@ -62,3 +63,13 @@ def dtype_range(name: str) -> tuple[int, int] | None:
     except TypeError:
         return None
     return int(info.min), int(info.max)
+
+
+def dtype_config_list(value: Any) -> list[Any]:
+    """The DTypeConfigs of a pattern as a list: torch stores what the setter was given, and
+    some configs pass a bare DTypeConfig (or a tuple) where a list belongs."""
+    from backend_spec._torch import DTypeConfig
+
+    if isinstance(value, DTypeConfig):
+        return [value]
+    return list(value) if isinstance(value, Iterable) and not isinstance(value, str) else []

@@ -94,6 +94,13 @@ def _alias_name(obj: Any) -> str | None:
     return min(names, key=_alias_rank) if names else None
 
 
+def _aten_name(obj: Any) -> str | None:
+    """An ATen overload (``torch.ops.aten.addmm.default``) is named as it prints."""
+    if type(obj).__name__ != "OpOverload" or getattr(obj, "namespace", None) != "aten":
+        return None
+    return str(obj)
+
+
 def _special_name(obj: Any) -> str | None:
     for name in SPECIAL_NAMES:
         if resolve_name(name) is obj:
@@ -164,7 +171,14 @@ def object_name(obj: Any) -> str | None:
     """
     if isinstance(obj, str) or obj is None:
         return None
-    for namer in (_special_name, _alias_name, _bare_name, _qualified_name, _module_attribute_name):
+    for namer in (
+        _aten_name,
+        _special_name,
+        _alias_name,
+        _bare_name,
+        _qualified_name,
+        _module_attribute_name,
+    ):
         name = namer(obj)
         if name is not None:
             return name

@@ -54,7 +54,7 @@ class NameProblem(Exception):
 
     code: str
     message: str
-    hint: str = ""
+    hint: str | None = None  # None: the code's hint
 
 
 def _is_identifier(part: str) -> bool:
@@ -189,6 +189,50 @@ class Resolver:
             f"modules; this one is defined in '{module}'"
         )
 
+    def factory_argument(self, name: str) -> Any:
+        """The object a name argument of ``{call: f, args: [...]}`` denotes, or NameProblem.
+
+        The same predicate as the other callable forms: a function argument is a callable
+        field's value (torch's fusers and getters, or allowed), and a class argument ends up
+        as the fused module a fuser builds, so it is checked like ``{sequential: X}``'s class
+        (a torch fused module class; any nn.Module subclass of an allowed module). Modules
+        are refused: a factory never needs one.
+        """
+        obj = self.lookup(name)
+        if isinstance(obj, ModuleType):
+            raise NameProblem(
+                codes.WRONG_KIND,
+                f"'{name}' is {describe(obj)}; a factory argument cannot be a module",
+                "pass a fused module class, a fuser function, a number or {literal: text}",
+            )
+        if isinstance(obj, type):
+            code, problem = self._class_argument_problem(obj)
+            if problem:
+                raise NameProblem(
+                    code,
+                    f"'{name}' is {describe(obj)}; a class argument of {{call: ...}} becomes "
+                    f"the fused module, so {problem}",
+                    "name a torch fused module class such as nni.ConvReLU2d (nn.Identity, "
+                    "nn.Sequential or nn.Module would drop or hide the matched layers)",
+                )
+            return obj
+        if callable(obj) and not isinstance(obj, MethodName):
+            problem = self.trusted_callable(obj)
+            if problem:
+                raise NameProblem(codes.UNTRUSTED, f"'{name}': {problem}", _TRUST_HINT)
+        return obj
+
+    def _class_argument_problem(self, cls: type) -> tuple[str, str]:
+        """``(code, why)`` a class may not be a factory argument, or ``("", "")``."""
+        if _under(defining_module(cls), self.allowed):
+            if is_module_class(cls):
+                return "", ""
+            return codes.WRONG_KIND, "it needs to be an nn.Module subclass"
+        if not is_fused_module_class(cls):
+            return codes.WRONG_KIND, "it needs to be a fused module class (a _FusedModule)"
+        trusted = self._trusted_class(cls, SEQUENTIAL_MODULES, "a fused module class")
+        return (codes.UNTRUSTED, trusted) if trusted else ("", "")
+
     def _trusted_class(self, obj: Any, trees: tuple[str, ...], what: str) -> str:
         module = defining_module(obj)
         if _under(module, self.allowed) or _under(module, trees):
@@ -219,6 +263,8 @@ class Resolver:
             return MethodName(method)
         name = SPECIAL_NAMES.get(name, name)
         parts = name.split(".")
+        if len(parts) == 3 and parts[0] == ATEN_PREFIX and all(map(_is_identifier, parts)):
+            return aten_overload(name)
         if not all(_is_identifier(part) for part in parts):
             raise NameProblem(
                 codes.INVALID_NAME,
@@ -229,7 +275,6 @@ class Resolver:
             raise NameProblem(
                 codes.INVALID_NAME,
                 f"'{name}' uses a dunder attribute",
-                "name a module, class or function",
             )
         if len(parts) == 1:
             return self._bare(name)
@@ -293,8 +338,7 @@ class Resolver:
         raise NameProblem(
             codes.OUTSIDE_ROOTS,
             f"'{'.'.join(parts)}' is outside the allowed roots ({roots})",
-            self.suggest(head, [*ALIASES, *self.allowed])
-            or "add its module with --allow-import / allow_imports if you trust it",
+            self.suggest(head, [*ALIASES, *self.allowed]) or None,
         )
 
     def _walk(self, obj: Any, parts: list[str], shown: str) -> Any:
@@ -475,3 +519,26 @@ def describe(obj: Any) -> str:
     if callable(obj):
         return "a function"
     return f"a {type(obj).__name__} value"
+
+
+#: First part of an ATen overload name: ``aten.addmm.default`` (as ``str(overload)`` says).
+ATEN_PREFIX = "aten"
+
+
+def aten_overload(name: str) -> Any:
+    """``aten.<op>.<overload>`` -> ``torch.ops.aten.<op>.<overload>``: torch's own operator
+    registry, so nothing is imported. A pt2e pattern op (the ATen graph's own node target)."""
+    import torch
+
+    _, op, overload = name.split(".")
+    try:
+        packet = None if op.startswith("__") else getattr(torch.ops.aten, op)
+    except (AttributeError, RuntimeError):
+        packet = None
+    if not isinstance(packet, torch._ops.OpOverloadPacket) or overload not in packet.overloads():
+        raise NameProblem(
+            codes.UNKNOWN_NAME,
+            f"unknown ATen overload '{name}'",
+            "write aten.<op>.<overload> as str(torch.ops.aten.<op>.<overload>) prints it",
+        )
+    return getattr(packet, overload)

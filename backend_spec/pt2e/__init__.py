@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backend_spec._torch import BackendConfig
+
+if TYPE_CHECKING:
+    from backend_spec.pt2e.rules import Report
+    from backend_spec.pt2e.runtime import TableQuantizer
 
 __all__ = ["TorchaoMissing", "compile_table", "quantizer", "require_torchao"]
 
@@ -40,13 +44,14 @@ def compile_table(
     *,
     engine: str | None = None,
     allow_imports: Iterable[str] = (),
-) -> tuple[dict[str, Any], Any]:
+    qat: bool = False,
+) -> tuple[dict[str, Any], Report]:
     """(rule table, report) of a spec path or a BackendConfig; needs no torchao."""
     from backend_spec.analysis.qconfigs import resolve_backend_config
     from backend_spec.pt2e.rules import compile_table as compile_backend
 
     backend_config = resolve_backend_config(spec_or_backend_config, allow_imports)
-    return compile_backend(backend_config, engine=engine)
+    return compile_backend(backend_config, engine=engine, qat=qat)
 
 
 def quantizer(
@@ -54,15 +59,19 @@ def quantizer(
     *,
     allow_imports: Iterable[str] = (),
     engine: str | None = None,
-) -> Any:
+    qat: bool = False,
+) -> TableQuantizer:
     """A torchao ``Quantizer`` that quantizes like ``prepare_fx`` with
     ``backend_spec.qconfig_mapping`` under the same spec.
 
     Use it as ``prepare_pt2e(torch.export.export(model, args).module(), quantizer(spec))``.
+    With ``qat=True`` it is for ``prepare_qat_pt2e`` and trains like ``prepare_qat_fx`` with
+    ``qconfig_mapping(spec, qat=True)``: the spec's ``fake_quant`` kinds, conv-bn chains
+    annotated whole (see :mod:`.qat`).
     Its ``.report`` lists the rules, the entries skipped (with the reason) and conflicts.
     """
     require_torchao()
-    table, report = compile_table(spec_or_path, engine=engine, allow_imports=allow_imports)
+    table, report = compile_table(spec_or_path, engine=engine, allow_imports=allow_imports, qat=qat)
     from backend_spec.pt2e.runtime import TableQuantizer
 
     result = TableQuantizer(table)

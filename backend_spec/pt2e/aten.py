@@ -7,23 +7,31 @@ reads off the chain of ATen calls, together with how each node was written (modu
 method) as export's ``nn_module_stack`` / ``torch_fn`` metadata records it.
 
 Tracing every op of a big backend takes seconds, so the results for the ops of the built-in
-backends are cached as data in ``aten_table.json`` for the torch version that produced it
-(``make aten-table`` regenerates it; a test checks it is current). Ops outside the cache, or
-any op under another torch version, are traced on first use and kept in memory.
+backends ship as data, one table per supported torch minor version
+(``aten_tables/torch-2.13.json``: a build tag such as ``+cpu`` or ``+cu130``, or a patch
+release, does not change what export traces; ``make aten-table`` regenerates the running
+version's table and a test checks it is current). Any other named op is traced once and kept in
+a cache file in the user's cache folder (:func:`cache_path`), so no command traces it again.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import os
+import re
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from backend_spec._torch import BackendPatternConfig, quiet, torch
 from backend_spec.names.naming import op_name
+from backend_spec.versions import minor_text
 
-TABLE_PATH = Path(__file__).with_name("aten_table.json")
+TABLES = Path(__file__).with_name("aten_tables")
+#: The running torch's key of version-dependent data: ``"2.14"`` for ``2.14.1+cu130``.
+TORCH_MINOR = minor_text(torch.__version__)
 
 #: Ops whose module form is a container of other torch modules (fused modules).
 _NNI = "torch.ao.nn.intrinsic"
@@ -31,12 +39,16 @@ _NNI = "torch.ao.nn.intrinsic"
 
 def describe_op(op: Any) -> dict[str, Any]:
     """``{"chain": [...], "where": [...]}`` for ``op``, or ``{"skip": reason}``."""
+    if type(op).__name__ == "OpOverload":  # an ATen overload is its own chain, however written
+        return {"chain": [[str(op)]], "where": [None]}
     name = op_name(op)
-    if name is not None:
-        cached = _cached_table().get(name)
-        if cached is not None:
-            return cached
-    return _traced(op)
+    if name is None:
+        return _traced(op)
+    cached = _cached_table().get(name) or _disk_cache().get(name)
+    if cached is None:
+        cached = _traced(op)
+        _remember(name, cached)
+    return cached
 
 
 def fusion_key(fuser_name: str, op_names: list[str | None]) -> str:
@@ -70,14 +82,80 @@ def _cached_table() -> dict[str, dict[str, Any]]:
     return _packaged().get("ops", {})
 
 
+def table_path(minor: str = TORCH_MINOR) -> Path:
+    """The packaged table of torch ``minor`` (it exists for every supported version)."""
+    return TABLES / f"torch-{minor}.json"
+
+
 @functools.cache
 def _packaged() -> dict[str, Any]:
-    """The packaged table, if it was made by this torch version (else nothing is cached)."""
+    """The packaged table of the running torch's minor version (empty if there is none)."""
+    data = _read_json(table_path())
+    return data if data.get("torch") == TORCH_MINOR else {}
+
+
+def _read_json(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(TABLE_PATH.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # missing, unreadable or torn: as if empty
         return {}
-    return data if data.get("torch") == torch.__version__ else {}
+    return data if isinstance(data, dict) else {}
+
+
+# -- the trace cache on disk ------------------------------------------------------------------
+
+
+def cache_path() -> Path:
+    """Where traces outside the packaged table are kept: ``$BESPEC_CACHE_DIR``, else the user's
+    cache folder (``$XDG_CACHE_HOME/bespec``, ``~/.cache/bespec``). One file per bespec and
+    torch minor version, since either may change what a trace records."""
+    from backend_spec import __version__
+
+    folder = os.environ.get("BESPEC_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        "bespec",
+    )
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", f"aten-traces-bespec-{__version__}-torch-{TORCH_MINOR}")
+    return Path(folder) / f"{safe}.json"
+
+
+_DISK_LOCK = threading.Lock()
+
+
+@functools.cache
+def _disk_cache() -> dict[str, dict[str, Any]]:
+    """The traces cached on disk by earlier runs (entries of the wrong shape are dropped)."""
+    ops = _read_json(cache_path()).get("ops")
+    if not isinstance(ops, dict):
+        return {}
+    return {k: v for k, v in ops.items() if isinstance(k, str) and _is_description(v)}
+
+
+def _is_description(value: Any) -> bool:
+    if not isinstance(value, dict):
+        return False
+    if "skip" in value:
+        return isinstance(value["skip"], str)
+    return isinstance(value.get("chain"), list) and isinstance(value.get("where"), list)
+
+
+def _remember(name: str, description: dict[str, Any]) -> None:
+    """Add a fresh trace to the disk cache: merged with what other processes wrote meanwhile,
+    written atomically (a reader never sees half a file). A cache that cannot be written (a
+    read-only home) only costs the next run a trace."""
+    from backend_spec.files import WriteError, write_atomic
+
+    with _DISK_LOCK:
+        cached = _disk_cache()
+        cached[name] = description
+        path = cache_path()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            on_disk = _read_json(path).get("ops")
+            merged = {**(on_disk if isinstance(on_disk, dict) else {}), **cached}
+            write_atomic(path, json.dumps({"ops": merged}, sort_keys=True))
+        except (OSError, WriteError):
+            pass
 
 
 @functools.lru_cache(maxsize=1024)
@@ -177,7 +255,7 @@ def build_table() -> dict[str, Any]:
         if fused is not None:
             key = fusion_key(object_name(fuser), [op_name(op) for op in pattern])
             fusions[key] = object_name(fused)
-    return {"torch": torch.__version__, "ops": ops, "fusions": fusions}
+    return {"torch": TORCH_MINOR, "ops": ops, "fusions": fusions}
 
 
 def table_text() -> str:
@@ -185,9 +263,11 @@ def table_text() -> str:
     return json.dumps(build_table(), indent=1, sort_keys=True) + "\n"
 
 
-def write_table(path: Path = TABLE_PATH) -> None:
+def write_table(path: Path | None = None) -> None:
+    """Write the running torch's table (``make aten-table``; ``make aten-table TORCH=2.14.1``)."""
     from backend_spec.files import write_atomic
 
+    path = table_path() if path is None else path
     write_atomic(path, table_text())
     path.chmod(0o644)
 

@@ -19,8 +19,11 @@ _TABLE = Path(__file__).with_name("table.py")
 _TABLE_IMPORT = "from backend_spec.pt2e.table import"
 
 
-def generate_module(table: dict[str, Any], *, source: str) -> str:
-    """The standalone quantizer module for ``table`` compiled from ``source``."""
+def generate_module(
+    table: dict[str, Any], *, source: str, qat_table: dict[str, Any] | None = None
+) -> str:
+    """The standalone quantizer module for ``table`` (and ``qat_table``, the same spec compiled
+    for ``prepare_qat_pt2e``) compiled from ``source``."""
     runtime = _RUNTIME.read_text(encoding="utf-8")
     body = []
     for line in runtime.splitlines()[_docstring_end(runtime) :]:
@@ -30,6 +33,8 @@ def generate_module(table: dict[str, Any], *, source: str) -> str:
         "",
         "    from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e, convert_pt2e",
         "    prepared = prepare_pt2e(torch.export.export(model, args).module(), get_quantizer())",
+        "",
+        "For QAT: prepare_qat_pt2e(exported training-mode model, get_quantizer(qat=True)).",
         "",
         "Generated file: edit the spec and recompile instead of editing it.",
         '"""',
@@ -44,9 +49,16 @@ def generate_module(table: dict[str, Any], *, source: str) -> str:
         f"TABLE = {pprint.pformat(table, width=100, sort_dicts=False)}",
         "",
         "",
-        "def get_quantizer() -> TableQuantizer:",
-        '    """A fresh Quantizer for one model (it records its matches)."""',
-        "    return TableQuantizer(TABLE)",
+        "#: The same spec compiled for prepare_qat_pt2e (fake-quantizes, conv-bn chains whole).",
+        f"QAT_TABLE = {pprint.pformat(qat_table, width=100, sort_dicts=False)}",
+        "",
+        "",
+        "def get_quantizer(qat: bool = False) -> TableQuantizer:",
+        '    """A fresh Quantizer for one model (it records its matches); ``qat=True`` for',
+        '    prepare_qat_pt2e."""',
+        "    if qat and QAT_TABLE is None:",
+        '        raise ValueError("this module was compiled without a QAT table")',
+        "    return TableQuantizer(QAT_TABLE if qat else TABLE)",
         "",
     ]
     return "\n".join(header + body + footer)

@@ -20,6 +20,7 @@ from backend_spec._torch import BackendConfig, BackendPatternConfig, Observation
 from backend_spec.analysis import qconfigs
 from backend_spec.compiler.observed import pattern_aten, pattern_policy
 from backend_spec.pt2e.aten import describe_op
+from backend_spec.pt2e.qat import qat_fused_type, qat_swap, spec_data
 from backend_spec.pt2e.table import Policy, Rule, Table
 
 with quiet():
@@ -76,25 +77,27 @@ class _Entry:
 
 
 def compile_table(
-    backend_config: BackendConfig, *, engine: str | None = None
+    backend_config: BackendConfig, *, engine: str | None = None, qat: bool = False
 ) -> tuple[dict[str, Any], Report]:
-    """The rule table of ``backend_config`` as plain data, and the report of how it was built."""
-    table, report = compile_rules(backend_config, engine=engine)
+    """The rule table of ``backend_config`` as plain data, and the report of how it was built;
+    with ``qat``, for ``prepare_qat_pt2e`` (:mod:`.qat`)."""
+    table, report = compile_rules(backend_config, engine=engine, qat=qat)
     return table.to_data(), report
 
 
 def compile_rules(
-    backend_config: BackendConfig, *, engine: str | None = None
+    backend_config: BackendConfig, *, engine: str | None = None, qat: bool = False
 ) -> tuple[Table, Report]:
     """The typed rule table of ``backend_config`` and the report of how it was built."""
-    return _Compiler(backend_config, engine).run()
+    return _Compiler(backend_config, engine, qat).run()
 
 
 class _Compiler:
-    def __init__(self, backend_config: BackendConfig, engine: str | None) -> None:
+    def __init__(self, backend_config: BackendConfig, engine: str | None, qat: bool) -> None:
         self.backend_config = backend_config
+        self.qat = qat
         with quiet():
-            self.op_qconfigs = qconfigs.op_qconfigs(backend_config, engine)
+            self.op_qconfigs = qconfigs.op_qconfigs(backend_config, engine, qat=qat)
         self.by_pattern = {
             config.pattern: config
             for config in backend_config.configs
@@ -170,6 +173,8 @@ class _Compiler:
             chain += described["chain"]
             where += described["where"]
             groups += [index] * len(described["chain"])
+        if self.qat:  # prepare_qat_pt2e annotates before it folds: conv-bn stays one chain
+            return (chain, where, groups), ""
         return _fold_batch_norm(chain, where, groups), ""
 
     # --- quantization -------------------------------------------------------------------------
@@ -181,6 +186,11 @@ class _Compiler:
             return self.float_rule(
                 f"FX fuses it into {_op_label(root_op)}, which no entry quantizes"
             )
+        if self.qat and qat_swap(effective, self.by_pattern) is None:
+            return self.float_rule(
+                f"FX QAT swaps it for {_op_label(effective.qat_module)}, which no entry quantizes"
+            )
+        effective = qat_swap(effective, self.by_pattern) if self.qat else effective
         qconfig = self.op_qconfigs.get(root_op)
         if qconfig is None:
             return self.float_rule("no QConfig satisfies any of its dtype configs")
@@ -223,9 +233,9 @@ class _Compiler:
         module somewhere in the config. Functional ops take their weight observer as is."""
         if not isinstance(op, type):
             return True
-        from backend_spec.check.synthesize import _FUSED_PARTS
+        from backend_spec.names.fused import FUSED_PARTS
 
-        return _FUSED_PARTS.get(op, (op,))[0] in self.reference_roots
+        return FUSED_PARTS.get(op, (op,))[0] in self.reference_roots
 
     def float_rule(self, reason: str) -> dict[str, Any]:
         """A rule that claims its nodes (as FX's matcher does) but leaves them in float."""
@@ -244,14 +254,14 @@ class _Compiler:
         modules = fuser_modules(entry.ops)
         if config.fuser_method is None or modules is None:
             return config, entry.ops[0]
-        fused = fused_type(config.fuser_method, modules)
+        fused = (qat_fused_type if self.qat else fused_type)(config.fuser_method, modules)
         if fused is None:
             fused = config.fused_module or entry.ops[0]
         return self.by_pattern.get(fused), fused
 
     def spec_name(self, observer: Any) -> str | None:
         """Register the spec dict of ``observer`` (deduplicated) and return its name."""
-        data = _spec_data(observer)
+        data = spec_data(observer, _spec_data)  # a QAT fake-quantize: its observer and kind
         if data is None:
             return None
         for name, existing in self.specs.items():

@@ -9,7 +9,8 @@ The table (built by :mod:`backend_spec.pt2e.rules`, typed by :mod:`backend_spec.
 is plain data::
 
     {"format": 2,
-     "specs": {NAME: {"kind": "observed"|"fixed", "dtype": "uint8", ...}},
+     "specs": {NAME: {"kind": "observed"|"fixed", "dtype": "uint8", ...,
+                      "fake_quant": KIND (QAT tables only: the observer's fake-quantize)}},
      "rules": [{"label": str, "chain": [[aten target, ...], ...], "where": [...],
                 "groups": [int, ...], "observation": "different"|"share"|"none",
                 "by_num_args": {str(n): observation}, "input": NAME|None,
@@ -47,15 +48,20 @@ def _import_torchao() -> Any:
     for name in _QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.ERROR)
     try:
-        from torchao.quantization.pt2e import observer
+        from torchao.quantization.pt2e import fake_quantize, learnable_fake_quantize, observer
         from torchao.quantization.pt2e import quantizer as quantizer_module
     finally:
         for name, level in levels.items():
             logging.getLogger(name).setLevel(level)
-    return observer, quantizer_module
+    fake_quants = {
+        "fake_quantize": fake_quantize.FakeQuantize,
+        "fused_moving_avg": fake_quantize.FusedMovingAvgObsFakeQuantize,
+        "learnable": learnable_fake_quantize.LearnableFakeQuantize,
+    }
+    return observer, quantizer_module, fake_quants
 
 
-_observer, _quantizer = _import_torchao()
+_observer, _quantizer, FAKE_QUANTS = _import_torchao()
 Quantizer = _quantizer.Quantizer
 QuantizationAnnotation = _quantizer.QuantizationAnnotation
 QuantizationSpec = _quantizer.QuantizationSpec
@@ -103,9 +109,14 @@ def make_spec(data: dict[str, Any]) -> Any:
         )
     observer = OBSERVERS[data["observer"]]
     kwargs = data.get("observer_kwargs") or {}
+    constructor = observer.with_args(**kwargs) if kwargs else observer
+    if data.get("fake_quant"):  # QAT (``FAKE_QUANTS`` names the kinds): wrap the observer
+        # prepare passes ch_axis only to a "PerChannel" class, so the wrapper carries it.
+        axis = {"ch_axis": data["ch_axis"]} if data.get("ch_axis") is not None else {}
+        constructor = FAKE_QUANTS[data["fake_quant"]].with_args(observer=constructor, **axis)
     return QuantizationSpec(
         dtype=dtype,
-        observer_or_fake_quant_ctr=observer.with_args(**kwargs) if kwargs else observer,
+        observer_or_fake_quant_ctr=constructor,
         quant_min=data.get("quant_min"),
         quant_max=data.get("quant_max"),
         qscheme=qscheme,
@@ -320,7 +331,8 @@ def _scalars_to_tensors(model: torch.fx.GraphModule, targets: set[str]) -> None:
         if node.op != "call_function" or str(node.target) not in targets:
             continue
         schema = getattr(node.target, "_schema", None)
-        if schema is None or "val" not in node.meta:
+        fake_mode = getattr(node.meta.get("val"), "fake_mode", None)
+        if schema is None or fake_mode is None:
             continue
         args = list(node.args)
         for index, arg in enumerate(args):
@@ -336,7 +348,7 @@ def _scalars_to_tensors(model: torch.fx.GraphModule, targets: set[str]) -> None:
             model.register_buffer(name, value)
             with model.graph.inserting_before(node):
                 constant = model.graph.create_node("get_attr", name, (), {})
-            constant.meta["val"] = node.meta["val"].fake_mode.from_tensor(value, static_shapes=True)
+            constant.meta["val"] = fake_mode.from_tensor(value, static_shapes=True)
             args[index] = constant
         node.args = tuple(args)
     model.recompile()
@@ -467,7 +479,6 @@ class _Annotator:
         if observation == "share" and not (inputs and _shares_in_graph(inputs[0], in_dtype)):
             observation = "different"
         qspec_map = first.meta["quantization_annotation"].input_qspec_map
-        self.annotate_weights(first, rule, qspec_map)
         root = None
         if observation == "share":
             # The group's root is an already observed input if there is one: torchao creates
@@ -487,6 +498,9 @@ class _Annotator:
                 self.repoint(arg, (root, first))
             else:
                 self.annotate_input(qspec_map, arg, rule.input, in_dtype)
+        # After the inputs: prepare_qat_pt2e's conv-bn rewrite reads the map in order (input,
+        # weight, bias).
+        self.annotate_weights(first, rule, qspec_map)
         if rule.policy.extra_inputs == "quantized":
             self.annotate_extra_inputs(match, rule.input, in_dtype)
         self.annotate_output(last, rule, observation, (root, first))

@@ -171,3 +171,56 @@ PATTERN_KINDS = frozenset({FieldKind.PATTERN, FieldKind.COMPLEX_PATTERN})
 def fields_of(*kinds: FieldKind) -> tuple[PatternField, ...]:
     """The fields of the given kinds, in table order."""
     return tuple(f for f in PATTERN_FIELDS if f.kind in kinds)
+
+
+# -- the rest of the format: dtype mappings, DTypeConfigs, version 2 pattern keys ----------------
+# torch's BackendConfig has no field for the version 2 keys; bespec keeps them beside it. Every
+# consumer that must see the whole form (equality and ``bespec diff``, export, the check's case
+# identity) iterates these tuples, so a key added here is compared and written everywhere.
+
+#: ``DTypeWithConstraints`` fields other than ``dtype``, in the order a spec lists them.
+CONSTRAINT_FIELDS: tuple[str, ...] = (
+    "quant_min_lower_bound",
+    "quant_max_upper_bound",
+    "scale_min_lower_bound",
+    "scale_max_upper_bound",
+    "scale_exact_match",
+    "zero_point_exact_match",
+)
+
+#: Version 2 observer keys of a dtype mapping (defaults: what version 1 builds), in spec order.
+OBSERVER_FIELDS: tuple[str, ...] = (
+    "observer",
+    "qscheme",
+    "granularity",
+    "ch_axis",
+    "reduce_range",
+    "fake_quant",
+)
+
+#: The pt2e keys of a pattern entry (no torch field): ``aten`` and ``quantize`` (version 2),
+#: then the version 3 policy keys.
+PT2E_PATTERN_FIELDS: tuple[str, ...] = (
+    "aten",
+    "quantize",
+    "output",
+    "extra_inputs",
+    "chain_input",
+    "input_shapes",
+    "scalars",
+    "consumers",
+)
+
+#: Every key of a dtype mapping after ``dtype``: torch's constraints, then the observer keys.
+DTYPE_MAPPING_FIELDS: tuple[str, ...] = CONSTRAINT_FIELDS + OBSERVER_FIELDS
+
+#: The dtype mappings of a DTypeConfig (each a ``DTypeWithConstraints``), then its plain fields.
+DTYPE_CONFIG_MAPPINGS: tuple[str, ...] = ("input_dtype", "output_dtype", "weight_dtype")
+DTYPE_CONFIG_PLAIN: tuple[str, ...] = ("bias_dtype", "is_dynamic")
+
+#: The table's fields a pattern entry declares beyond its pattern and its DTypeConfigs.
+ENTRY_FIELDS: tuple[PatternField, ...] = tuple(
+    f
+    for f in PATTERN_FIELDS
+    if f.kind not in PATTERN_KINDS and f.kind is not FieldKind.DTYPE_CONFIGS
+)

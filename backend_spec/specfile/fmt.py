@@ -170,11 +170,17 @@ def _within_limits(text: str, file: str, fmt: str) -> None:
     """Read the text with the loader's own reader first, under the same limits (size, nodes,
     depth, aliases, tags): a file compile refuses is refused here too, never rewritten, and
     the round-trip readers never see an alias bomb."""
-    from backend_spec.diagnostics import SpecError
     from backend_spec.specfile.source import parse
 
+    _as_format_error(lambda: parse(text, file, fmt))
+
+
+def _as_format_error(read: Any) -> Any:
+    """``read()``, its SpecError as a FormatError naming the first problem."""
+    from backend_spec.diagnostics import SpecError
+
     try:
-        parse(text, file, fmt)
+        return read()
     except SpecError as error:
         first = error.diagnostics[0]
         raise FormatError(f"line {first.line}: {first.code} {first.message}", first) from None
@@ -184,7 +190,12 @@ def format_text(text: str, file: str = "<string>") -> str:
     """The canonical form of YAML spec text (FormatError if it cannot be formatted safely)."""
     from ruamel.yaml.error import YAMLError
 
+    from backend_spec.specfile.source import yaml_12_breaks
+
     _within_limits(text, file, "yaml")
+    # ruamel, like the loader's reader, would end lines at NEL, U+2028 and U+2029: formatted
+    # with stand-ins for them, they stay in their comment or string, as YAML 1.2 reads them.
+    text, restore = _as_format_error(lambda: yaml_12_breaks(text, file))
     yaml = _yaml()
     try:
         data = yaml.load(text)
@@ -197,7 +208,7 @@ def format_text(text: str, file: str = "<string>") -> str:
     # lines along; the data check below guards the (rare) block scalar where those are content.
     result = _tidy(out.getvalue())
     _check_same_data(text, result, _plain_yaml)
-    return result
+    return result if restore is None else result.translate(restore)
 
 
 def _plain_yaml(text: str) -> Any:

@@ -34,39 +34,10 @@ from typing_extensions import TypeAliasType
 
 from backend_spec import codes
 from backend_spec.names.dtypes import dtype_range
-from backend_spec.specfile.fields import PATTERN_FIELDS, FieldKind, PatternField
-
-#: ``DTypeWithConstraints`` fields other than ``dtype``, in the order a spec lists them.
-CONSTRAINT_FIELDS: tuple[str, ...] = (
-    "quant_min_lower_bound",
-    "quant_max_upper_bound",
-    "scale_min_lower_bound",
-    "scale_max_upper_bound",
-    "scale_exact_match",
-    "zero_point_exact_match",
-)
-
-#: Version 2 observer keys of a dtype mapping (defaults: what version 1 builds), in spec order.
-OBSERVER_FIELDS: tuple[str, ...] = (
-    "observer",
-    "qscheme",
-    "granularity",
-    "ch_axis",
-    "reduce_range",
-    "fake_quant",
-)
-
-#: The pt2e keys of a pattern entry (no torch field): ``aten`` and ``quantize`` (version 2),
-#: then the version 3 policy keys.
-PT2E_PATTERN_FIELDS: tuple[str, ...] = (
-    "aten",
-    "quantize",
-    "output",
-    "extra_inputs",
-    "chain_input",
-    "input_shapes",
-    "scalars",
-    "consumers",
+from backend_spec.specfile.fields import (
+    PATTERN_FIELDS,
+    FieldKind,
+    PatternField,
 )
 
 _V2 = {"x-since": 2}
@@ -216,7 +187,7 @@ class DTypeWithConstraintsModel(_Strict):
     )
     fake_quant: Literal["fused_moving_avg", "fake_quantize", "learnable"] | None = Field(
         None,
-        description="QAT fake-quantize kind (version 2; default fused_moving_avg).",
+        description="QAT fake-quantize kind (version 2; default fake_quantize).",
         json_schema_extra=_V2,
     )
 
@@ -449,12 +420,22 @@ class FunctionForm(_Strict):
         if len(given) != 1:
             raise PydanticCustomError(
                 codes.INVALID_VALUE,
-                "give exactly one of {keys}" + (f", not {' and '.join(given)}" if given else ""),
-                {"keys": ", ".join(FORM_KEYS)},
+                "a function form gives exactly one of {keys}"
+                + (f", not {' and '.join(given)}" if given else ""),
+                {
+                    "keys": ", ".join(FORM_KEYS),
+                    "hint": "e.g. {sequential: nni.ConvReLU2d} or "
+                    "{call: factory, args: [...]}; split two forms into two entries",
+                },
             )
         if given != ["call"] and (self.args is not None or self.kwargs is not None):
             raise PydanticCustomError(
-                codes.INVALID_VALUE, "'args' and 'kwargs' go with 'call' only", {}
+                codes.INVALID_VALUE,
+                "'args' and 'kwargs' go with 'call' only, not with '{form}'",
+                {
+                    "form": given[0],
+                    "hint": "drop args/kwargs, or write {call: factory, args: [...]}",
+                },
             )
         return self
 
@@ -485,7 +466,16 @@ AtenName = Annotated[
     ),
 ]
 
-AtenOps = AtenName | Annotated[list[AtenName], Field(min_length=1, max_length=8)]
+
+def _aten_ops_kind(value: Any) -> str | None:
+    return _kind(value, list, "sequence")
+
+
+AtenOps = Annotated[
+    Annotated[AtenName, Tag("name")]
+    | Annotated[list[AtenName], Field(min_length=1, max_length=8), Tag("sequence")],
+    Discriminator(_aten_ops_kind),
+]
 
 
 def _simple_pattern_kind(value: Any) -> str | None:
@@ -544,6 +534,10 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
         found = [(("pattern", i), 2) for i in nested_forward_items(self.pattern)]
         if self.quantize == "if_all_inputs_quantized":
             found.append((("quantize",), 3))
+        found += [
+            (("pattern_complex_format", *where), 3)
+            for where in literal_items(self.pattern_complex_format)
+        ]
         return found
 
     aten: list[Annotated[list[AtenOps], Field(min_length=1, max_length=8)]] | None = Field(
@@ -611,6 +605,16 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
                 {},
             )
         return self
+
+
+def literal_items(pattern: Any, path: tuple[int, ...] = ()) -> list[tuple[int, ...]]:
+    """Where a complex-format pattern holds an integer literal argument (version 3):
+    ``[operator.getitem, aten.max_pool2d_with_indices.default, 0]``."""
+    if isinstance(pattern, list):
+        return [
+            where for i, item in enumerate(pattern) for where in literal_items(item, (*path, i))
+        ]
+    return [path] if isinstance(pattern, int) and not isinstance(pattern, bool) else []
 
 
 def nested_forward_items(pattern: Any) -> list[int]:
@@ -705,26 +709,34 @@ def version_uses(
     with that version.
 
     Generic over the models: a field declared with ``json_schema_extra={"x-since": N}`` that
-    is set, anywhere in the tree, plus the values a model's ``since()`` reports.
+    is set, anywhere in the tree, plus the values a model's ``since()`` reports. Scalars hold
+    nothing further, so the walk does not descend into them (most of a spec's values).
     """
     found: list[tuple[tuple[str | int, ...], int]] = []
     if isinstance(node, BaseModel):
         for name, info in type(node).model_fields.items():
             value = getattr(node, name)
-            if value is not None and _since(info) >= 2 and name in node.model_fields_set:
-                found.append(((*path, name), _since(info)))
+            if value is None:
                 continue
-            found += version_uses(value, (*path, name))
+            if _since(info) >= 2 and name in node.model_fields_set:
+                found.append(((*path, name), _since(info)))
+            elif not isinstance(value, _SCALARS):
+                found += version_uses(value, (*path, name))
         since = getattr(node, "since", None)
         if callable(since):
             found += [((*path, *where), version) for where, version in since() if version >= 2]
     elif isinstance(node, dict):
         for key, value in node.items():
-            found += version_uses(value, (*path, key))
+            if not isinstance(value, _SCALARS):
+                found += version_uses(value, (*path, key))
     elif isinstance(node, (list, tuple)):
         for i, value in enumerate(node):
-            found += version_uses(value, (*path, i))
+            if not isinstance(value, _SCALARS):
+                found += version_uses(value, (*path, i))
     return found
+
+
+_SCALARS = (str, int, float)
 
 
 def keys_since() -> dict[str, int]:
@@ -754,7 +766,18 @@ def json_schema() -> dict[str, Any]:
     schema.setdefault("$defs", {})["ComplexPattern"] = {
         "anyOf": [
             {"type": "string"},
-            {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/ComplexPattern"}},
+            {
+                "type": "array",
+                "minItems": 1,
+                "prefixItems": [{"$ref": "#/$defs/ComplexPattern"}],  # the op: never a literal
+                "items": {"$ref": "#/$defs/ComplexItem"},
+            },
+        ]
+    }
+    schema["$defs"]["ComplexItem"] = {
+        "anyOf": [
+            {"$ref": "#/$defs/ComplexPattern"},
+            {"type": "integer", "description": "An argument literal (version 3)."},
         ]
     }
     schema["additionalProperties"] = False
@@ -771,10 +794,10 @@ def _not_null(field: str) -> dict[str, Any]:
 
 
 def _refine(schema: dict[str, Any]) -> None:
-    from backend_spec.names.dtypes import dtype_names
+    from backend_spec.specfile.dtypes import SPEC_DTYPE_RANGES, SPEC_DTYPES
 
     defs = schema["$defs"]
-    names = sorted(dtype_names())
+    names = sorted(SPEC_DTYPES)  # the format's list, not the installed torch's
     dtype_enum = {"enum": names, "description": "A torch.dtype attribute name."}
     constrained = defs["DTypeWithConstraintsModel"]
     fields = constrained["properties"]
@@ -792,9 +815,7 @@ def _refine(schema: dict[str, Any]) -> None:
                 }
             },
         }
-        for name in names
-        for low, high in [dtype_range(name) or (None, None)]
-        if low is not None
+        for name, (low, high) in sorted(SPEC_DTYPE_RANGES.items())
     ]
     configs = defs["DTypeConfigModel"]["properties"]
     for key in ("input_dtype", "output_dtype", "weight_dtype", "bias_dtype"):

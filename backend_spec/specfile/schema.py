@@ -1,10 +1,13 @@
 """The JSON Schema of the format, as shipped inside the package.
 
-The schema is generated from the models (:func:`backend_spec.specfile.models.json_schema`) into
-``backend_spec/schema/backend-spec.schema.json`` by ``make schema``, and a test keeps that file
-current. Commands read the shipped file, so ``bespec schema`` and ``bespec init`` need neither
-torch nor pydantic. Spec files point editors at it with a first-line comment
-(yaml-language-server for YAML, taplo for TOML); :func:`schema_comment` writes that line.
+The schema is generated from the models (:func:`backend_spec.specfile.models.json_schema`) by
+``make schema`` into two identical files: ``backend_spec/schema/backend-spec.schema.json``, which
+the wheel ships, and ``schemas/backend-spec.schema.json`` at the top of the repository, where
+editors, ``check-jsonschema`` and the repository's own specs find it (:data:`COPIES`). A test
+keeps both equal to the models. Commands read the shipped file, so ``bespec schema`` and
+``bespec init`` need neither torch nor pydantic. Spec files point editors at it with a
+first-line comment (yaml-language-server for YAML, taplo for TOML); :func:`schema_comment`
+writes that line.
 """
 
 from __future__ import annotations
@@ -15,6 +18,10 @@ from pathlib import Path
 
 #: File name of the schema, in the package and wherever bespec writes a copy beside a spec.
 SCHEMA_NAME = "backend-spec.schema.json"
+
+#: Where ``make schema`` writes the schema, relative to the repository's root: the packaged copy
+#: and the top-level one (the package's files must live inside it, so there are two).
+COPIES = (Path("backend_spec") / "schema" / SCHEMA_NAME, Path("schemas") / SCHEMA_NAME)
 
 _COMMENTS = {
     "yaml": "# yaml-language-server: $schema={ref}",
@@ -57,10 +64,13 @@ def write_beside(spec_path: Path) -> Path | None:
 
 
 def main() -> int:
-    """Regenerate the shipped schema from the models (``make schema``)."""
+    """Regenerate both copies of the schema from the models (``make schema``, run in a checkout)."""
     from backend_spec.files import write_atomic
 
-    write_atomic(Path(__file__).resolve().parent.parent / "schema" / SCHEMA_NAME, generated_text())
+    root = Path(__file__).resolve().parents[2]
+    text = generated_text()
+    for copy in COPIES:
+        write_atomic(root / copy, text)
     return 0
 
 

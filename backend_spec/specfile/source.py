@@ -5,6 +5,10 @@ YAML is read from ruamel's C event stream and composed here, so positions cost n
 also lets us refuse tags, report duplicate keys, and bound alias expansion and nesting depth
 on hostile input. TOML is parsed by tomllib; a light scanner recovers the positions of keys,
 table headers and inline values, since tomllib keeps none.
+
+Both readers also note where the quoted and block strings are, so that the comments of a file
+(for ``# noqa`` suppressions, :meth:`SourceDoc.comments`) are found in its text without a second
+parse and a ``#`` inside a string is never taken for one.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from ruamel.yaml.reader import ReaderError
 
 from backend_spec import codes
 from backend_spec.diagnostics import Diagnostic, SpecError
+from backend_spec.files import suffix_of
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -71,6 +76,56 @@ class SourceDoc:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     #: Paths whose value came from a YAML alias or ``<<`` merge -> where that value is written.
     aliases: dict[KeyPath, KeyPath] = field(default_factory=dict)
+    #: The text parsed, and the [start, end) indices in it of every string in which ``#`` is
+    #: text (quoted scalars and block scalars of YAML, all strings of TOML), in file order.
+    text: str = field(default="", repr=False)
+    strings: list[tuple[int, int]] = field(default_factory=list, repr=False)
+
+    def comments(self, word: str, limit: int) -> list[Comment]:
+        """The comments that contain ``word`` (any case), at most ``limit`` + 1 of them (one
+        more than ``limit`` tells the caller there are too many).
+
+        Found from the occurrences of ``word``, so the cost is one pass over the text plus
+        the length of the lines that hold it: the comment of a line starts at its first ``#``
+        outside a string (in YAML, a ``#`` at the start of the line or after a blank).
+        """
+        text = self.text
+        search = re.compile(re.escape(word), re.IGNORECASE).search
+        match = search(text)
+        if match is None:
+            return []  # the common case: no line tables built
+        found: list[Comment] = []
+        lines = _Lines(text)
+        starts = [start for start, _ in self.strings]
+        while match is not None and len(found) <= limit:
+            line, _ = lines.at(match.start())
+            begin = lines.starts[line - 1]
+            end = lines.starts[line] if line < len(lines.starts) else len(text)
+            hash_at = self._comment_start(begin, match.start(), starts)
+            if hash_at is not None:
+                body = text[hash_at + 1 : end].rstrip("\r\n")
+                alone = not text[begin:hash_at].strip()
+                found.append(Comment(line, hash_at - begin + 1, body, alone))
+            match = search(text, max(end, match.end()))
+        return found
+
+    def _comment_start(self, begin: int, before: int, starts: list[int]) -> int | None:
+        """Index of the ``#`` that starts a comment on the line from ``begin`` and is at or
+        before ``before``, else None (``before`` is in a string or in no comment)."""
+        text, i = self.text, begin
+        while True:
+            i = text.find("#", i, before + 1)
+            if i < 0:
+                return None
+            k = bisect.bisect_right(starts, i) - 1
+            if k >= 0 and i < self.strings[k][1]:  # inside a string: go past it
+                i = self.strings[k][1]
+                if i > before:
+                    return None
+                continue
+            if self.format == "toml" or i == begin or text[i - 1] in " \t":
+                return i
+            i += 1
 
     def canonical(self, path: KeyPath) -> KeyPath:
         """Where the value at ``path`` is written: a value inside an alias or merge is written
@@ -101,10 +156,27 @@ class SourceDoc:
         return self.key_positions.get(self.canonical(path)) or self.where(path)
 
     def diagnostic(
-        self, path: KeyPath, code: str, message: str, hint: str = "", *, at_key: bool = False
+        self,
+        path: KeyPath,
+        code: str,
+        message: str,
+        hint: str | None = None,
+        *,
+        at_key: bool = False,
     ) -> Diagnostic:
         line, col = self.key_where(path) if at_key else self.where(path)
         return Diagnostic(self.file, line, col, code, message, hint, key_path=path)
+
+
+@dataclass(frozen=True)
+class Comment:
+    """A comment of a spec file: where its ``#`` is (1-based), its text after the ``#``, and
+    whether it is alone on its line."""
+
+    line: int
+    column: int
+    text: str
+    alone: bool
 
 
 def format_for(path: str | Path, explicit: str | None = None) -> str:
@@ -113,7 +185,7 @@ def format_for(path: str | Path, explicit: str | None = None) -> str:
         if explicit not in ("yaml", "toml"):
             raise ValueError(f"unknown format {explicit!r}: use 'yaml' or 'toml'")
         return explicit
-    suffix = Path(path).suffix.lower()
+    suffix = suffix_of(path)
     if suffix not in FORMATS:
         raise ValueError(f"{path}: cannot tell the format from suffix {suffix!r}")
     return FORMATS[suffix]
@@ -189,7 +261,6 @@ def decode(raw: bytes, file: str) -> str:
                     col,
                     codes.BAD_ENCODING,
                     f"invalid UTF-8 byte 0x{raw[exc.start]:02x}",
-                    "save the file as UTF-8",
                 )
             ]
         ) from None
@@ -224,6 +295,7 @@ def parse(text: str, file: str, fmt: str, *, recover: bool = False) -> SourceDoc
             ]
         )
     doc = _parse_yaml(text, file) if fmt == "yaml" else _parse_toml(text, file)
+    doc.text = text
     if doc.diagnostics and not recover:
         raise SpecError(doc.diagnostics)
     return doc
@@ -304,6 +376,32 @@ def _mark_position(text: str, mark: Any) -> Position:
     return mark.line + 1, mark.column + 1
 
 
+#: Characters libyaml (YAML 1.1) takes as line breaks that YAML 1.2 reads as ordinary text.
+_YAML_11_BREAKS = "\x85\u2028\u2029"
+#: Private-use code points (BMP, then planes 15 and 16) that may stand in for them.
+_STAND_INS = (range(0xE000, 0xF900), range(0xF0000, 0xFFFFE), range(0x100000, 0x10FFFE))
+
+
+def yaml_12_breaks(text: str, file: str) -> tuple[str, dict[int, int] | None]:
+    """``text`` with NEL, U+2028 and U+2029 swapped for private-use characters it does not
+    use, so that libyaml and ruamel read them as YAML 1.2 does (text in a comment or a
+    string, not a line end that puts every later position a line off), and the table that
+    swaps them back. A file already using every stand-in is refused at the first of them."""
+    if not any(c in text for c in _YAML_11_BREAKS):
+        return text, None
+    used = set(text)
+    free = (chr(c) for span in _STAND_INS for c in span if chr(c) not in used)
+    stand_ins = [next(free, "") for _ in _YAML_11_BREAKS]
+    if not all(stand_ins):  # pragma: no cover - needs 137,000 distinct private-use characters
+        index = min(i for c in _YAML_11_BREAKS if (i := text.find(c)) >= 0)
+        line, col = _line_col(text, index)
+        message = "too many private-use characters to read this line separator safely"
+        raise SpecError([Diagnostic(file, line, col, codes.BAD_ENCODING, message)])
+    swap = str.maketrans(dict(zip(_YAML_11_BREAKS, stand_ins, strict=True)))
+    restore = {ord(c): ord(b) for c, b in zip(stand_ins, _YAML_11_BREAKS, strict=True)}
+    return text.translate(swap), restore
+
+
 class _Abort(Exception):
     """A problem that stops composition at once (bounds, tags)."""
 
@@ -371,13 +469,15 @@ class _YamlComposer:
     """Builds plain data from ruamel's C event stream, recording positions as it goes."""
 
     def __init__(self, text: str, doc: SourceDoc):
+        text, self.restore = yaml_12_breaks(text, doc.file)
         self.parser = CParser(text)
+        self.text = text
         self.doc = doc
         self.anchors: dict[str, tuple[Any, int, KeyPath, int]] = {}  # +nodes, origin, height
         self.nodes = 0
         self.lines = _Lines(text) if _ODD_BREAKS.search(text) else None
 
-    def abort(self, pos: Position, code: str, message: str, hint: str = "") -> _Abort:
+    def abort(self, pos: Position, code: str, message: str, hint: str | None = None) -> _Abort:
         return _Abort(Diagnostic(self.doc.file, pos[0], pos[1], code, message, hint))
 
     def compose(self) -> Any:
@@ -481,7 +581,6 @@ class _YamlComposer:
                 pos,
                 codes.YAML_TAG,
                 f"YAML tag {tag!r} is not allowed",
-                "specs are plain data; remove the tag",
             )
 
     def _count(self, size: int, pos: Position) -> None:
@@ -502,11 +601,14 @@ class _YamlComposer:
 
     def _scalar(self, event: Any, pos: Position) -> Any:
         value = event.value
+        if self.restore is not None:
+            value = value.translate(self.restore)
         if len(value) > MAX_SCALAR_CHARS:
             raise self.abort(
                 pos, codes.TOO_LARGE, f"scalar longer than {MAX_SCALAR_CHARS} characters"
             )
         if event.style not in ("", None):
+            self._string_span(event)
             return value
         try:
             return _plain_scalar(value)
@@ -517,6 +619,16 @@ class _YamlComposer:
                 f"number literal longer than {MAX_NUMBER_CHARS} characters",
                 "spec numbers are small: bounds, indices, counts",
             ) from None
+
+    def _string_span(self, event: Any) -> None:
+        """Note where a quoted or block scalar is: a ``#`` in it is text, not a comment. A
+        block scalar's text starts on the line after its ``|`` or ``>`` (a comment may end
+        that line)."""
+        start, end = event.start_mark.index, event.end_mark.index
+        if event.style in ("|", ">"):
+            newline = self.text.find("\n", start, end)
+            start = end if newline < 0 else newline
+        self.doc.strings.append((start, end))
 
     @staticmethod
     def _child_path(parent: _Frame | None) -> KeyPath:
@@ -561,7 +673,6 @@ class _YamlComposer:
                     pos[1],
                     codes.DUPLICATE_KEY,
                     f"duplicate key {key!r} (first at line {first[0]})",
-                    "remove one of them; YAML keeps only one",
                 )
             )
             key = _DuplicateKey(key)
@@ -616,7 +727,7 @@ _MAX_INT_BITS = 400
 def _parse_toml(text: str, file: str) -> SourceDoc:
     lines = _Lines(text)
 
-    def fail(index: int, code: str, message: str, hint: str = "") -> SpecError:
+    def fail(index: int, code: str, message: str, hint: str | None = None) -> SpecError:
         line, col = lines.at(index)
         return SpecError([Diagnostic(file, line, col, code, message, hint)])
 
@@ -765,6 +876,7 @@ class _TomlPositions:
                 return parts, i
             if text[i] in "\"'":
                 end = _string_end(text, i)
+                self.doc.strings.append((i, end))
                 parts.append(_key_text(text[i:end]))
                 i = end
             else:
@@ -796,7 +908,9 @@ class _TomlPositions:
                         return i
                     continue
             elif char in "\"'":
-                i = _string_end(text, i)
+                end = _string_end(text, i)
+                self.doc.strings.append((i, end))
+                i = end
             else:
                 i = _SCALAR_END.match(text, i).end()
             while stack:  # after a value: commas and closing brackets

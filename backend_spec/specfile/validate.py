@@ -6,6 +6,7 @@ by :mod:`backend_spec.specfile.source`, gives it a stable code, and adds a "did 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -74,13 +75,70 @@ def validate(doc: SourceDoc) -> tuple[SpecModel | None, list[Diagnostic]]:
     ]
     data = {k: v for k, v in data.items() if isinstance(k, str)}
     try:
-        spec, found, unlisted = _recover(doc, data)
+        known, dropped = _without_unknown_keys(data, ())
+        problems += [_unknown_key(doc, data, path) for path in dropped[: MAX_DIAGNOSTICS + 1]]
+        spec, found, unlisted = _recover(doc, known)
+        unlisted += max(0, len(dropped) - MAX_DIAGNOSTICS - 1)
     except RecursionError:
         return None, [*problems, doc.diagnostic((), codes.TOO_DEEP, "nesting too deep")]
     if spec is not None:
         found += _version_problems(doc, spec)
     found = _dedupe([*problems, *found])
-    return spec, capped(found, len(found) + unlisted)
+    return spec, capped(found, unlisted)
+
+
+#: Keys of an entry whose mapping values have a model of their own (model_at knows which).
+_MODEL_KEYS = frozenset(
+    (
+        *_DTYPE_KEYS,
+        "fuser_method",
+        "root_node_getter",
+        "extra_inputs_getter",
+        "reverse2",
+        "reverse3",
+    )
+)
+
+
+def _without_unknown_keys(value: dict[str, Any], path: KeyPath) -> tuple[dict[str, Any], list]:
+    """A copy of ``value`` (the mapping at ``path``) without the keys its model does not
+    know, down through its entries and their dtype and fuser mappings, and their paths.
+
+    Found here, before pydantic runs: pydantic builds one error per unknown key, and a flood
+    of them (a quarter of a million in an 8 MB file) costs hundreds of megabytes before any
+    cap applies. This costs a set lookup per key."""
+    allowed = model_at(path).model_fields
+    dropped: list[KeyPath] = []
+    kept: dict[str, Any] = {}
+    for key, child in value.items():
+        if isinstance(key, str) and key not in allowed:
+            dropped.append((*path, key))
+            continue
+        if key in _MODEL_KEYS and isinstance(child, dict):
+            child, more = _without_unknown_keys(child, (*path, key))
+            dropped += more
+        elif key in ("patterns", "dtype_configs") and isinstance(child, (list, dict)):
+            child = _entries_without_unknown_keys(child, (*path, key), dropped)
+        kept[key] = child
+    return kept, dropped
+
+
+def _entries_without_unknown_keys(entries: list | dict, path: KeyPath, dropped: list) -> Any:
+    """A copy of a list or mapping of entries (patterns, dtype configs), each without its
+    unknown keys (their paths added to ``dropped``)."""
+    items = enumerate(entries) if isinstance(entries, list) else entries.items()
+    kept = {}
+    for key, entry in items:
+        if isinstance(entry, dict):
+            entry, more = _without_unknown_keys(entry, (*path, key))
+            dropped += more
+        kept[key] = entry
+    return list(kept.values()) if isinstance(entries, list) else kept
+
+
+def _unknown_key(doc: SourceDoc, data: Any, path: KeyPath) -> Diagnostic:
+    """The diagnostic pydantic's ``extra_forbidden`` error at ``path`` would give."""
+    return _diagnostic(doc, data, {"type": "extra_forbidden", "loc": path, "msg": ""})
 
 
 def _version_problems(doc: SourceDoc, spec: SpecModel) -> list[Diagnostic]:
@@ -332,7 +390,6 @@ def _diagnostic(doc: SourceDoc, data: Any, err: Any) -> Diagnostic:
             path[:-1],
             codes.MISSING_KEY,
             f"missing required key '{path[-1]}'",
-            "add it",
             at_key=True,
         )
     if kind.startswith("BS"):
@@ -343,14 +400,26 @@ def _diagnostic(doc: SourceDoc, data: Any, err: Any) -> Diagnostic:
             path,
             codes.SPEC_VERSION,
             f"unsupported spec_version {value!r}",
-            "this bespec reads versions 1 and 2",
+            "this bespec reads versions 1, 2 and 3",
+        )
+    if kind in ("too_short", "too_long") and not _is_pattern(path):
+        bound = (
+            f"at most {ctx.get('max_length')}"
+            if kind == "too_long"
+            else f"at least {ctx.get('min_length')}"
+        )
+        return doc.diagnostic(
+            path,
+            codes.PATTERN_LENGTH if "aten" in path else codes.INVALID_VALUE,
+            f"{where} has {_items(len(value) if isinstance(value, (list, dict)) else '?')}; "
+            f"it takes {bound}",
+            _ATEN_HINT if "aten" in path else _LENGTH_HINTS.get(_last_key(path), ""),
         )
     if kind in ("too_short", "too_long"):
         return doc.diagnostic(
             path,
             codes.PATTERN_LENGTH,
             f"{where} has {_items(ctx.get('actual_length'))}; a pattern list has 2 or 3 ops",
-            "write a single op as a plain name; longer chains need pattern_complex_format",
         )
     if on_key:
         shown = _show(path[-1])
@@ -375,7 +444,42 @@ def _diagnostic(doc: SourceDoc, data: Any, err: Any) -> Diagnostic:
         return doc.diagnostic(path, codes.INVALID_VALUE, f"{where} must be <= {ctx.get('le')}")
     if kind == "string_too_short":
         return doc.diagnostic(path, codes.INVALID_VALUE, f"{where} must not be empty")
+    if kind == "literal_error":  # a closed vocabulary of version 2 (quantize, observer...)
+        choices = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
+        match = close_matches(str(value).lower(), choices, n=1)
+        return doc.diagnostic(
+            path,
+            codes.INVALID_VALUE,
+            f"{where} must be one of {', '.join(choices)}, got {_show(value)}",
+            f"did you mean '{match[0]}'?" if match else "write one of " + ", ".join(choices),
+        )
+    if kind == "string_pattern_mismatch" and "aten" in path:
+        return doc.diagnostic(
+            path,
+            codes.INVALID_VALUE,
+            f"{where}: {_show(value)} is not an ATen overload name",
+            _ATEN_HINT,
+        )
+    if kind == "string_too_long":
+        return doc.diagnostic(
+            path, codes.INVALID_VALUE, f"{where} is longer than {ctx.get('max_length')} characters"
+        )
     return doc.diagnostic(path, codes.INVALID_VALUE, f"{where}: {err['msg']}")
+
+
+#: Hints for a list or mapping of the wrong length, by key.
+_LENGTH_HINTS = {
+    "args": "a factory takes a few arguments: name the fused class or fuser it wraps",
+    "kwargs": "a factory takes a few keyword arguments",
+    "dtype_configs": "define the dtype configs once under the top-level dtype_configs",
+}
+
+
+def _last_key(path: KeyPath) -> str:
+    return next((p for p in reversed(path) if isinstance(p, str)), "")
+
+
+_ATEN_HINT = "write aten.<op>.<overload>, e.g. aten.relu.default (torch.ops.aten names)"
 
 
 def _items(count: Any) -> str:
@@ -420,7 +524,23 @@ def _expected(path: KeyPath) -> str:
         return "the name of a dtype config, or an inline dtype config mapping"
     if isinstance(last, int) and _is_pattern(path):
         return "an op name"
+    if "aten" in path:
+        return _ATEN_EXPECTED[min(len(path) - path.index("aten"), 3) - 1]
+    if last in ("sequential", "reverse_sequential"):
+        return "a fused module class name such as nni.ConvReLU2d"
+    if last == "call":
+        return "the name of a factory function"
+    if isinstance(last, int) and ("args" in path or "kwargs" in path[-2:-1]):
+        return "a name, a number, true/false, {literal: text}, a list, or a function form"
     return ""
+
+
+#: What ``aten``, one chain of it, and one op of a chain must be.
+_ATEN_EXPECTED = (
+    "a list of ATen chains, e.g. [[aten.conv2d.default, aten.relu.default]]",
+    "a chain: a list of ATen overload names, e.g. [aten.conv2d.default, aten.relu.default]",
+    "an ATen overload name such as aten.relu.default, or a list of alternatives",
+)
 
 
 def _key_expected(path: KeyPath) -> str:
@@ -443,10 +563,31 @@ def _type_hint(path: KeyPath, value: Any) -> str:
         return "write ops in forward order, e.g. [nn.Conv2d, nn.ReLU]"
     if path[-1:] == ("dtype_configs",) and isinstance(value, str):
         return f"write [{value}]"
-    return ""
+    if "aten" in path:
+        return _ATEN_HINT
+    last = path[-1] if path else None
+    if isinstance(last, int) and ("args" in path or "kwargs" in path[-2:-1]):
+        return "e.g. args: [nni.ConvReLU2d, 1, {literal: relu}]"
+    return _TYPE_HINTS.get(last, "") if isinstance(last, str) else ""
 
 
-def _custom_hint(code: str, ctx: dict[str, Any]) -> str:
+#: Hints for a value of the wrong type, by key (version 2 keys and the fuser forms).
+_TYPE_HINTS = {
+    "ch_axis": "the channel axis of per_channel weights: an integer, usually 0",
+    "reduce_range": "write true or false",
+    "is_dynamic": "write true or false",
+    "args": "write a list, e.g. args: [nni.ConvReLU2d]",
+    "kwargs": "write a mapping, e.g. kwargs: {index: 1}",
+    "call": "name a factory function, e.g. torch.ao.quantization.fuser_method_mappings._reverse2",
+    "sequential": "name a fused module class, e.g. nni.ConvReLU2d",
+    "reverse_sequential": "name a fused module class, e.g. nni.ConvReLU2d",
+    "literal": "write the text as a string, e.g. {literal: 'relu'}",
+}
+
+
+def _custom_hint(code: str, ctx: dict[str, Any]) -> str | None:
+    if ctx.get("hint"):  # a model validator that knows the fix says it
+        return str(ctx["hint"])
     if code == codes.UNKNOWN_DTYPE:
         from backend_spec.names.dtypes import dtype_names
 
@@ -455,13 +596,9 @@ def _custom_hint(code: str, ctx: dict[str, Any]) -> str:
         if bare != value and bare in dtype_names():
             return f"write '{bare}': dtypes are named without 'torch.'"
         match = close_matches(value, sorted(dtype_names()), n=2)
-        return ("did you mean " + " or ".join(f"'{m}'" for m in match) + "?") if match else ""
+        return ("did you mean " + " or ".join(f"'{m}'" for m in match) + "?") if match else None
     choices = ctx.get("choices")
     if choices:  # a closed vocabulary: observation types, input types
         match = close_matches(str(ctx.get("value")).lower(), choices, n=1)
         return f"did you mean '{match[0]}'?" if match else "one of " + ", ".join(choices)
-    if code == codes.ONE_PATTERN_FORM:
-        return "keep 'pattern' (forward order) unless you need the legacy nested format"
-    if code == codes.OUT_OF_RANGE:
-        return "keep bounds inside the dtype's representable range"
-    return ""
+    return None  # the code's own hint

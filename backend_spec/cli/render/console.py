@@ -26,20 +26,20 @@ import shutil
 import sys
 import textwrap
 from collections.abc import Sequence
-from typing import IO
-
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+from typing import IO, TYPE_CHECKING, TypeAlias
 
 from backend_spec.diagnostics import escape
+
+if TYPE_CHECKING:  # rich loads when a report is drawn: ``lint`` and errors never need it
+    from rich.console import Console
+    from rich.text import Text
 
 #: Width of reports written to a pipe or a file when ``COLUMNS`` is not set.
 DEFAULT_WIDTH = 100
 
 _TRAILING_SPACES = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$")
 
-Cell = str | Text
+Cell: TypeAlias = "str | Text"
 
 
 def output_width(stream: IO[str]) -> int:
@@ -89,6 +89,8 @@ class _TrimmedLines(io.TextIOBase):
 
 def make_console(*, stderr: bool = False) -> Console:
     """A console for stdout (or stderr) that follows the policy above."""
+    from rich.console import Console
+
     stream = sys.stderr if stderr else sys.stdout
     color = use_color(stream)
     return Console(
@@ -105,16 +107,18 @@ def make_console(*, stderr: bool = False) -> Console:
 def user_text(text: object, style: str = "") -> Text:
     """User text for a rich table or ``print``: escaped, and never read as markup
     (a name ``[/]`` or ``[link=...]`` prints as itself)."""
+    from rich.text import Text
+
     return Text(escape(text), style=style)
 
 
 def _plain(cell: Cell) -> str:
-    return cell.plain if isinstance(cell, Text) else escape(cell)
+    return escape(cell) if isinstance(cell, str) else cell.plain
 
 
 def _text(cell: Cell) -> Text:
     """A cell as rich Text: a plain string is escaped and taken literally, never as markup."""
-    return cell if isinstance(cell, Text) else user_text(cell)
+    return user_text(cell) if isinstance(cell, str) else cell
 
 
 def _longest_word(cell: Cell) -> int:
@@ -147,6 +151,9 @@ def print_table(
     if widths is None:
         _print_blocks(console, title, headers, rows, heading_cells)
         return
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(title=user_text(title), title_justify="left", box=None, pad_edge=False)
     table.title_style = "bold"
     for header, width in zip(headers, widths, strict=True):
@@ -180,6 +187,8 @@ def _print_blocks(
     rows: Sequence[Sequence[Cell]],
     heading_cells: int,
 ) -> None:
+    from rich.text import Text
+
     console.print(user_text(title, "bold"))
     label = max(len(h) for h in headers[heading_cells:]) + 2
     indent = " " * 4

@@ -11,8 +11,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from backend_spec.cli.render.console import escape
-from backend_spec.diagnostics import Diagnostic, Severity
+from backend_spec.diagnostics import Diagnostic, Severity, escape
 
 FORMATS = ("text", "json", "github", "sarif")
 

@@ -38,7 +38,8 @@ RULES_INTRO = """\
   errors and are always reported; `--select`/`--ignore` do not apply to them.
 * **Semantic rules** (`BS5xx`, below): the spec loads, but torch will not do what it seems to
   say. Each rule has a stable code and a slug; either (or a prefix of either) works in
-  `--select`, `--ignore` and in `pyproject.toml`:
+  `--select`, `--ignore` and in the project's `pyproject.toml` (the working directory's; one
+  beside a spec is never read):
 
 ```toml
 [tool.bespec.lint]
@@ -57,6 +58,34 @@ for code scanning). `BS599` means a rule itself crashed on the file: please repo
 2.13) lint without errors. They have warnings only for `BS512`: native, fbgemm, qnnpack, x86
 and onednn list `method:hardsigmoid` and `method:hardsigmoid_`, and executorch lists
 `method:leaky_relu`, none of which is a `torch.Tensor` method, so those entries never match.
+
+## Suppressing a finding
+
+A comment silences a rule's finding where it stands, in YAML and TOML alike (as ruff's and
+flake8's `# noqa` do):
+
+```yaml
+# bespec: noqa: BS508
+dtype_configs:
+  spare: {input_dtype: qint8, output_dtype: qint8}  # noqa: BS507
+```
+
+* `# noqa: BS507` at the end of a line silences the `BS507` findings reported on that line
+  (the `file:LINE:col` of the finding). Several codes: `# noqa: BS507, BS508`. A reason may
+  come first: `# kept for the int4 path  # noqa: BS507`.
+* `# bespec: noqa: BS507` on a line of its own silences `BS507` in the whole file.
+* A bare `# noqa` or `# bespec: noqa`, without codes, is not honoured (it would hide findings
+  nobody has read) and is reported as `BS520`; so is a file-wide comment that is not alone on
+  its line.
+* Loader errors (`BS1xx`–`BS4xx`, `BS9xx`) and the errors `compile` enforces (`BS501`,
+  `BS511`) cannot be silenced: they stay reported, and the comment's code is reported as
+  `BS521`. So is a code that silenced nothing (no such finding there, or no such code), like
+  ruff's `RUF100`. Codes of rules that did not run (`--select`, `--ignore`) are not reported.
+* A `#` inside a quoted or block string is text, not a comment. `bespec fmt` keeps the
+  comments on the lines they are about.
+
+`compile` applies the same comments to the warnings it prints. `--ignore` and
+`[tool.bespec.lint]` still turn a rule off for a whole run.
 """
 
 
@@ -87,7 +116,7 @@ def rules_markdown() -> str:
     from backend_spec.lint.registry import all_rules
 
     rules = all_rules()
-    out = [RULES_INTRO.rstrip(), "", "| code | name | severity |", "|---|---|---|"]
+    out = [RULES_INTRO.rstrip(), "", "## Rules", "", "| code | name | severity |", "|---|---|---|"]
     out += [f"| {r.id} | {r.name} | {r.severity.value} |" for r in rules]
     for rule in rules:
         out += ["", f"## {rule.id} {rule.name}", "", f"Severity: {rule.severity.value}", ""]

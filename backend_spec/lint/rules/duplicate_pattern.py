@@ -16,30 +16,10 @@ patterns:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from backend_spec import codes
-from backend_spec.lint.context import LintContext, PatternEntry, Problem
+from backend_spec.compiler import meaning
 
 CODE = codes.DUPLICATE_PATTERN
 
-
-def check(context: LintContext) -> Iterator[Problem]:
-    groups: dict[object, list[PatternEntry]] = {}
-    for entry in context.entries:
-        if entry.key is not None:
-            groups.setdefault(entry.key, []).append(entry)
-    for entries in groups.values():
-        last = entries[-1]
-        line = context.doc.where(last.path)[0]
-        for entry in entries[:-1]:
-            same_text = entry.model.pattern == last.model.pattern and (
-                entry.model.pattern_complex_format == last.model.pattern_complex_format
-            )
-            how = "" if same_text else " (the same ops under other names)"
-            yield Problem(
-                entry.pattern_path,
-                f"pattern {entry.label} is given again at line {line}{how}; "
-                "BackendConfig keeps only the last entry, so this one has no effect",
-                "merge the two entries into one",
-            )
+#: Enforced by ``load`` and ``compile`` too, so the check lives with the compiler.
+check = meaning.duplicate_patterns

@@ -14,33 +14,10 @@ checked.
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Iterator
-
 from backend_spec import codes
-from backend_spec.lint.context import LintContext, Problem
-from backend_spec.names.resolver import Kind
+from backend_spec.compiler import meaning
 
 CODE = codes.FUSER_ARITY
 
-
-def check(context: LintContext) -> Iterator[Problem]:
-    for entry in context.entries:
-        fuser_name = entry.model.fuser_method
-        if not isinstance(fuser_name, str) or entry.ops is None:
-            continue
-        fuser = context.lookup(fuser_name, Kind.FUNCTION)
-        try:
-            signature = inspect.signature(fuser)
-        except (TypeError, ValueError):  # a builtin without a signature: cannot tell
-            continue
-        arity = len(entry.ops)
-        try:
-            signature.bind(False, *([None] * arity))
-        except TypeError:
-            yield Problem(
-                (*entry.path, "fuser_method"),
-                f"fuser {fuser_name}{signature} cannot be called with is_qat and {arity} "
-                f"module{'s' if arity != 1 else ''}, one per op of the pattern",
-                "use a fuser for this many ops, or {sequential: FusedModuleClass}",
-            )
+#: Enforced by ``load`` and ``compile`` too, so the check lives with the compiler.
+check = meaning.fuser_arity

@@ -3,8 +3,9 @@ and convert turns it back with `to_float` before building the reference module. 
 class must be a subclass of `root_module` (or, like coremltools' QAT classes, provide its own
 `from_float` and `to_float`) and must convert from the float module the pattern matches: the
 fused module for fused patterns (`nni.ConvReLU2d` -> `nniqat.ConvReLU2d`), else the pattern's
-module (`nn.Linear` -> `nnqat.Linear`). Quantized classes (`nnq.Linear`) and the float class
-itself are not QAT modules.
+module (`nn.Linear` -> `nnqat.Linear`). A QAT class with a `from_float` of its own may declare a
+base class as its `_FLOAT_MODULE` and take its subclasses (spconv does): that is accepted.
+Quantized classes (`nnq.Linear`) and the float class itself are not QAT modules.
 
 ```yaml
   - pattern: nni.ConvReLU2d
@@ -58,12 +59,28 @@ def _mismatch(context: LintContext, entry: PatternEntry, qat: type) -> str:
             "and has no from_float/to_float of its own"
         )
     floats = float_modules_of(qat)
-    if expected is not None and floats and expected not in floats:
+    if expected is not None and floats and not _converts_from(qat, floats, expected):
         return (
             f"qat_module {name} converts from {', '.join(map(object_label, floats))}, "
             f"not from {object_label(expected)}"
         )
     return ""
+
+
+def _converts_from(qat: type, floats: tuple[type, ...], expected: type) -> bool:
+    """Whether ``qat.from_float`` takes the ``expected`` float module. torch's own from_float
+    wants exactly a declared ``_FLOAT_MODULE``; a QAT class's own from_float (spconv's) may
+    declare a base class and take its subclasses (``issubclass(type(mod), _FLOAT_MODULE)``):
+    it is given the benefit of the doubt, since reading it would mean running it."""
+    if expected in floats:
+        return True
+    own = getattr(qat, "from_float", None)
+    return own is not None and not _torch_defined(own) and issubclass(expected, floats)
+
+
+def _torch_defined(function: object) -> bool:
+    module = getattr(getattr(function, "__func__", function), "__module__", None) or ""
+    return module == "torch" or module.startswith("torch.")
 
 
 def _converts_itself(qat: type) -> bool:

@@ -1,0 +1,168 @@
+"""A compiled spec as its checks see it: the parsed source (for positions), the validated
+model, each pattern entry with its ops resolved, and the BackendConfig when the spec compiled.
+
+It lives with the compiler, below both of its consumers: the checks the compiler enforces
+(:mod:`backend_spec.compiler.meaning`) and the lint rules (:class:`backend_spec.lint.context.
+LintContext` extends it) read the same view. A check never raises on a name that does not
+resolve: the loader already reports those, so a check skips what it cannot see (``None`` from
+:meth:`SpecView.lookup`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from backend_spec import _torch
+from backend_spec.compiler.compiler import pattern_key
+from backend_spec.diagnostics import Diagnostic
+from backend_spec.names.labels import pattern_label
+from backend_spec.names.resolver import Kind, NameProblem, Resolver
+from backend_spec.specfile.models import (
+    PatternModel,
+    SpecModel,
+    nested_forward_items,
+)
+from backend_spec.specfile.source import KeyPath, Position, SourceDoc
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding of a check: where (a key path of the spec) and what, before positions."""
+
+    path: KeyPath
+    message: str
+    hint: str | None = None  # None: the code's hint
+    at_key: bool = False
+    #: Where it is, for a finding about the text rather than a key (a comment).
+    position: Position | None = None
+
+
+@dataclass(frozen=True)
+class PatternEntry:
+    """One entry of ``patterns`` with its ops resolved.
+
+    ``ops`` is the forward-order tuple of a ``pattern`` (one to three ops), or None when the
+    entry uses ``pattern_complex_format`` or a name did not resolve. ``key`` is the key torch
+    stores the entry under (None when a name did not resolve).
+    """
+
+    index: int
+    model: PatternModel
+    ops: tuple[Any, ...] | None
+    key: Any
+
+    @property
+    def path(self) -> KeyPath:
+        return ("patterns", self.index)
+
+    @property
+    def pattern_path(self) -> KeyPath:
+        field = "pattern" if self.model.pattern is not None else "pattern_complex_format"
+        return (*self.path, field)
+
+    @property
+    def label(self) -> str:
+        """The pattern as a spec writes it: ``nn.Linear`` or ``(nn.Conv2d, nn.ReLU)``."""
+        if self.ops is not None:
+            return pattern_label(self.single if len(self.ops) == 1 else self.ops)
+        if isinstance(self.model.pattern, list):  # nested items: as written, forward order
+            return _as_written(self.model.pattern)
+        text = pattern_label(self.key) if self.key is not None else "?"
+        return f"{text} (complex format)" if self.model.pattern_complex_format is not None else text
+
+    @property
+    def single(self) -> Any:
+        """The op of a one-op pattern, else None."""
+        return self.ops[0] if self.ops is not None and len(self.ops) == 1 else None
+
+    @property
+    def root_op(self) -> Any:
+        """The op torch's default root node getter picks: the first one in forward order."""
+        return self.ops[0] if self.ops else None
+
+
+def _as_written(pattern: Any) -> str:
+    """A spec's pattern value as text, nested lists as tuples (``(nn.ReLU, (nn.BatchNorm2d,
+    nn.Conv2d))``)."""
+    if isinstance(pattern, list):
+        return "(" + ", ".join(_as_written(p) for p in pattern) + ")"
+    return str(pattern)
+
+
+class SpecView:
+    """One spec file, resolved: what every check of it may look at."""
+
+    def __init__(
+        self,
+        doc: SourceDoc,
+        spec: SpecModel,
+        resolver: Resolver,
+        backend_config: Any | None = None,
+    ):
+        self.doc = doc
+        self.spec = spec
+        self.resolver = resolver
+        #: The compiled BackendConfig (with ``extends`` applied), or None if it did not compile.
+        self.backend_config = backend_config
+
+    # -- names ------------------------------------------------------------------------------
+
+    def lookup(self, name: str | None, kind: Kind | None = None) -> Any:
+        """The object ``name`` denotes (checked against ``kind``), or None if it is unusable."""
+        if name is None:
+            return None
+        try:
+            return self.resolver.resolve(name, kind) if kind else self.resolver.lookup(name)
+        except NameProblem:
+            return None
+
+    def module(self, name: str | None) -> type | None:
+        """A module-class field's class, or None."""
+        return self.lookup(name, Kind.MODULE)
+
+    # -- patterns ---------------------------------------------------------------------------
+
+    @cached_property
+    def entries(self) -> list[PatternEntry]:
+        return [self._entry(i, model) for i, model in self.spec.numbered_patterns()]
+
+    def _entry(self, index: int, model: PatternModel) -> PatternEntry:
+        config = _torch.BackendPatternConfig()
+        if nested_forward_items(model.pattern):
+            # A nested item (version 2): matched like a complex-format pattern, no flat ops.
+            nested = self._complex(model.pattern)
+            if nested is None:
+                return PatternEntry(index, model, None, None)
+            config.set_pattern(nested)
+            return PatternEntry(index, model, None, pattern_key(config))
+        if model.pattern is not None:
+            names = [model.pattern] if isinstance(model.pattern, str) else model.pattern
+            ops = tuple(self.lookup(name, Kind.OP) for name in names)
+            if any(op is None for op in ops):
+                return PatternEntry(index, model, None, None)
+            config.set_pattern(ops[0] if len(ops) == 1 else ops)
+            return PatternEntry(index, model, ops, pattern_key(config))
+        nested = self._complex(model.pattern_complex_format)
+        if nested is None:
+            return PatternEntry(index, model, None, None)
+        config._set_pattern_complex_format(nested)
+        return PatternEntry(index, model, None, pattern_key(config))
+
+    def _complex(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.lookup(value, Kind.COMPLEX_OP)
+        if isinstance(value, list) and value:
+            items = [self._complex(item) for item in value]
+            return None if any(item is None for item in items) else tuple(items)
+        return None
+
+    def diagnostic(self, code: str, problem: Problem) -> Diagnostic:
+        """``problem`` placed in the file, under ``code``."""
+        if problem.position is not None:
+            line, column = problem.position
+            return Diagnostic(self.doc.file, line, column, code, problem.message, problem.hint)
+        return self.doc.diagnostic(
+            problem.path, code, problem.message, problem.hint, at_key=problem.at_key
+        )

@@ -1,0 +1,65 @@
+"""The zoo x spec matrix for QAT, FX (``prepare_qat_fx``) versus pt2e (``prepare_qat_pt2e``)
+(slow).
+
+Each pair trains with the same training-mode forward passes in both flows and is converted;
+it must be identical (output bit for bit, same activation quantize ops) unless
+``fixtures/pt2e_qat_differences.yaml`` lists it with a documented difference class that the
+comparison itself detects. A listed pair that has become identical fails too.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+import backend_spec
+
+pytest.importorskip("torchao")
+
+from backend_spec.check import zoo  # noqa: E402
+from backend_spec.pt2e import flows, nets, qat  # noqa: E402
+from backend_spec.pt2e.runtime import TableQuantizer  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+SPECS = ("x86", "tutorial")
+ALLOWED = YAML(typ="safe").load((ROOT / "tests/fixtures/pt2e_qat_differences.yaml").read_text())
+MODELS = {**zoo.MODELS, **nets.NETS}
+CASES = [(spec, model) for spec in SPECS for model in MODELS]
+DOCUMENTED = {**flows.DIFFERENCE_CLASSES, **qat.QAT_DIFFERENCE_CLASSES}
+
+
+@functools.cache
+def backend_config(spec: str):
+    return backend_spec.load(ROOT / "specs" / f"{spec}.yaml")
+
+
+@functools.cache
+def qat_table(spec: str):
+    return backend_spec.quantizer(ROOT / "specs" / f"{spec}.yaml", qat=True).table
+
+
+def test_allow_list_uses_documented_classes() -> None:
+    assert set(ALLOWED["cases"].values()) <= set(DOCUMENTED)
+    assert set(ALLOWED["cases"]) <= {f"{spec}/{model}" for spec, model in CASES}
+
+
+@pytest.mark.parametrize(("spec", "model"), CASES, ids=lambda v: v)
+def test_fx_qat_and_pt2e_qat_agree(spec: str, model: str) -> None:
+    table = qat_table(spec)
+    result = qat.compare_qat(
+        model, backend_config(spec), lambda: TableQuantizer(table), MODELS[model]
+    )
+    listed = ALLOWED["cases"].get(f"{spec}/{model}")
+    if result.identical:
+        assert listed is None, f"{spec}/{model} is identical now: drop it from the allow-list"
+        return
+    assert listed is not None, (
+        f"{spec}/{model} differs (max {result.max_diff:.3g}, quantize ops "
+        f"{result.fx.quantize_ops} vs {result.pt2e.quantize_ops}, detected {result.classes})"
+    )
+    assert listed in result.classes, f"listed as {listed}, detected {result.classes}"
