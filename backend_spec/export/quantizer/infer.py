@@ -207,6 +207,7 @@ class _Builder:
         pattern = names[0] if len(names) == 1 else tuple(names)
         resolved = _resolve(pattern) if any_spelling else _resolve_exact(names[0])
         config = BackendPatternConfig(resolved).set_observation_type(observation)
+        _reference_modules(config, resolved)
         config.set_dtype_configs([dtype_config])
         aten = [[_alternatives(target) for target in targets]] if any_spelling else None
         set_pt2e_keys(config, aten, {k: v for k, v in policy.items() if v != _DEFAULTS.get(k)})
@@ -372,6 +373,20 @@ def _resolve(pattern: Any) -> Any:
     if isinstance(pattern, tuple):
         return tuple(resolve_name(_function_name(n)) for n in pattern)
     return resolve_name(_function_name(pattern))
+
+
+def _reference_modules(config: BackendPatternConfig, op: Any) -> None:
+    """A module op keeps its weight quantized only with a root and reference module (FX swaps
+    the module; the pt2e rule follows FX): take them from torch's native backend."""
+    if not isinstance(op, type):
+        return
+    from backend_spec.names.vocabulary import builtin_backend_config
+
+    for known in builtin_backend_config("native").configs:
+        if known.pattern is op and known.reference_quantized_module is not None:
+            config.set_root_module(known.root_module)
+            config.set_reference_quantized_module(known.reference_quantized_module)
+            return
 
 
 def _resolve_exact(name: str) -> Any:
