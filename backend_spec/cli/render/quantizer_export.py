@@ -14,10 +14,17 @@ SHOWN_PER_OP = 3
 def render_summary(result: Any) -> str:
     """One line: models and probes that quantize identically."""
     probes = sum(r.identical for r in result.probes)
-    return (
+    text = (
         f"verified: {result.matched}/{len(result.models)} models and {probes}/"
         f"{len(result.probes)} probes quantize identically (placement, qparams, outputs)\n"
     )
+    if not result.inferred.entries:
+        text += (
+            "warning: the quantizer annotated nothing on any probe or model, so the spec is "
+            "empty; it may match only graphs made another way (strict export, its own "
+            "transforms): check it with --probe-models\n"
+        )
+    return text
 
 
 def render_refusal(result: Any) -> str:
