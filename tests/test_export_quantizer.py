@@ -294,3 +294,23 @@ def test_an_xnnpack_refusal_names_the_ops_and_writes_nothing(tmp_path):
     assert done.returncode == 1
     assert "aten.cat.default" in done.stderr and "nothing was written" in done.stderr
     assert not out.exists()
+
+
+def test_a_refusal_names_each_differing_op_and_the_gaps():
+    from backend_spec._torch import BackendConfig
+    from backend_spec.cli.render.quantizer_export import render_refusal
+    from backend_spec.export.quantizer import QuantizerExport
+    from backend_spec.export.quantizer.infer import Gap, Inferred
+    from backend_spec.export.quantizer.verify import BranchResult
+
+    gap = Gap("aten.conv2d.default", "its bias is quantized")
+    inferred = Inferred(BackendConfig("t"), gaps=[gap])
+    model = BranchResult("mlp", {"aten.linear.default": ["linear: out[0.1,3] vs float"]})
+    probe_result = BranchResult("alone:aten.cat.default", outputs_equal=False)
+    result = QuantizerExport("text", inferred, models=[model], probes=[probe_result])
+    assert not result.ok and result.matched == 0
+    text = render_refusal(result)
+    assert "cannot express the quantizer on 2 ops: aten.linear.default, (outputs)" in text
+    assert "mlp: linear: out[0.1,3] vs float" in text
+    assert "aten.conv2d.default: its bias is quantized" in text
+    assert text.endswith("nothing was written\n")
