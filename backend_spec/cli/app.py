@@ -427,13 +427,30 @@ def export_command(
         ),
     ] = None,
     schema_ref: SchemaRef = None,
+    probe_models: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--probe-models",
+            help="For a Quantizer: file.py:factory (or module:factory) returning (model, "
+            "example_inputs), added to the models the exported spec is verified on; repeatable.",
+        ),
+    ] = None,
 ) -> None:
-    """Write a BackendConfig as a spec."""
+    """Write a BackendConfig, or a pt2e Quantizer (probed and verified), as a spec."""
     from backend_spec.export import build_document, emit, name_from_ref
     from backend_spec.export.document import foreign_packages
     from backend_spec.specfile.schema import SCHEMA_NAME
 
     fmt = output_format(fmt, output)
+    factory = _quantizer_ref(name)
+    if factory is not None:
+        check_output_path(output)
+        models = [_probe_model(ref) for ref in probe_models or ()]
+        _export_quantizer(factory, backend_name or name_from_ref(name), fmt, models, output,
+                          schema_ref)
+        return
+    if probe_models:
+        raise fail_usage("--probe-models applies to a pt2e Quantizer, not a BackendConfig")
     chosen = _export_base(name, base)  # checked before any import or work
     check_output_path(output)
     config = load_ref(name, allow_import).backend_config
@@ -465,6 +482,57 @@ def export_command(
 
         sys.stderr.write(render_text(document.notes, color=use_color(sys.stderr)))
     write_spec(emit(document, fmt, schema_ref or SCHEMA_NAME), output, schema_ref)
+
+
+def _quantizer_ref(ref: str):
+    """A factory of fresh Quantizers when ``ref`` is ``module:attr`` naming a torchao pt2e
+    Quantizer or a zero-argument function returning one; None for anything else (a spec, a
+    built-in, a BackendConfig), which export handles as before."""
+    from backend_spec.export.quantizer import is_quantizer, quantizer_factory
+    from backend_spec.names.importer import call_ref, import_ref, split_ref
+    from backend_spec.names.vocabulary import BUILTIN_BACKENDS
+
+    if ref in BUILTIN_BACKENDS or Path(ref).is_file() or not split_ref(ref):
+        return None
+    try:
+        obj = import_ref(ref)
+        if is_quantizer(obj):
+            return quantizer_factory(obj)
+        if callable(obj) and not isinstance(obj, type) and is_quantizer(call_ref(obj, ref)):
+            return obj
+    except ValueError as exc:
+        raise fail_usage(str(exc)) from None
+    return None
+
+
+def _probe_model(ref: str) -> tuple[str, object, tuple]:
+    """``(label, model, example_inputs)`` from a factory reference (exit 2 when it is not)."""
+    from backend_spec.names.importer import call_ref, import_ref
+
+    try:
+        made = call_ref(import_ref(ref), ref)
+    except ValueError as exc:
+        raise fail_usage(str(exc)) from None
+    if not (isinstance(made, tuple) and len(made) == 2 and isinstance(made[1], tuple)):
+        raise fail_usage(f"{ref} must return (model, example_inputs), a model and a tuple")
+    return ref, made[0], made[1]
+
+
+def _export_quantizer(factory, name: str, fmt: str, models: list, output: Path | None,
+                      schema_ref: str | None) -> None:
+    """Probe, infer and verify; write the spec only when every model and probe matched."""
+    from backend_spec.cli.render.quantizer_export import render_refusal, render_summary
+    from backend_spec.export.quantizer import export_quantizer
+
+    try:
+        result = export_quantizer(factory, name=name, fmt=fmt, probe_models=models)
+    except ValueError as exc:
+        raise fail_usage(str(exc)) from None
+    if not result.ok:
+        sys.stderr.write(render_refusal(result))
+        raise typer.Exit(1)
+    sys.stderr.write(render_summary(result))
+    write_spec(result.text, output, schema_ref)
 
 
 def _export_base(ref: str, base: str | None) -> str | None:

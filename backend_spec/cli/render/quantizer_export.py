@@ -1,0 +1,54 @@
+"""The report of ``bespec export`` for a pt2e Quantizer: the verdict, match counts, and per ATen
+op what the spec's quantizer does differently (or what the format could not say)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from backend_spec.cli.render.console import escape
+
+#: Lines shown per differing op (the rest are counted).
+SHOWN_PER_OP = 3
+
+
+def render_summary(result: Any) -> str:
+    """One line: models and probes that quantize identically."""
+    probes = sum(r.identical for r in result.probes)
+    text = (
+        f"verified: {result.matched}/{len(result.models)} models and {probes}/"
+        f"{len(result.probes)} probes quantize identically (placement, qparams, outputs)\n"
+    )
+    if not result.inferred.entries:
+        text += (
+            "warning: the quantizer annotated nothing on any probe or model, so the spec is "
+            "empty; it may match only graphs made another way (strict export, its own "
+            "transforms): check it with --probe-models\n"
+        )
+    return text
+
+
+def render_refusal(result: Any) -> str:
+    """Why the spec was not written: the crash, or each differing ATen op with examples, and
+    the gaps inference found (what the format could not say)."""
+    lines = []
+    if result.error:
+        lines.append(f"error: the quantizer of the inferred spec fails: {escape(result.error)}")
+    differing = result.differing_ops()
+    if differing:
+        names = ", ".join(escape(op) for op in differing)
+        count = len(differing)
+        lines.append(f"error: the spec cannot express the quantizer on {count} ops: {names}")
+        for op, found in differing.items():
+            lines.append(f"  {escape(op)} ({len(found)} nodes):")
+            lines += [f"    {escape(line)}" for line in found[:SHOWN_PER_OP]]
+            if len(found) > SHOWN_PER_OP:
+                lines.append(f"    ... and {len(found) - SHOWN_PER_OP} more")
+    gaps = {}
+    for gap in result.gaps():
+        gaps.setdefault(gap.op, []).append(gap.what)
+    if gaps:
+        lines.append("note: inference found what the format cannot say:")
+        for op, what in gaps.items():
+            lines.append(f"  {escape(op)}: {escape('; '.join(dict.fromkeys(what)))}")
+    lines.append("nothing was written")
+    return "\n".join(lines) + "\n"

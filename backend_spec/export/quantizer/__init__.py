@@ -1,0 +1,232 @@
+"""Export a hand-written pt2e ``Quantizer`` to a spec, by observing it.
+
+1. **Probe** (:mod:`.probe`): every unit (an ATen op of the packaged table, each spelling of
+   it, a fusion) in five contexts, and the verification models (:mod:`.models`), are branches
+   of one exported *suite*; the original quantizer prepares it once, and its annotations are
+   read right after ``annotate``;
+2. **infer** (:mod:`.infer`): turn them into pattern entries, dtype configs and policies,
+   noting what the format cannot say;
+3. **verify** (:mod:`.verify`): the written text is loaded back; its quantizer prepares the
+   same suite (and the caller's ``--probe-models``), and q/dq placement, qparams and outputs
+   are compared per branch and ATen op with the original's.
+
+The spec text is returned with the verdict; the CLI writes it (atomically) only when every
+branch matched. The suite does not depend on the quantizer, so its exported program is cached
+on disk per torch version (the quantizer itself must run anyway: verification needs it).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import hashlib
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from backend_spec._torch import quiet
+from backend_spec.export.quantizer.infer import Gap, Inferred, infer
+from backend_spec.export.quantizer.verify import BranchResult, compare_runs, run
+
+__all__ = ["QuantizerExport", "export_quantizer", "is_quantizer", "quantizer_factory"]
+
+#: Bumped whenever the probe suite changes (old cache entries are then never read).
+PROBE_FORMAT = 1
+
+
+@dataclass
+class QuantizerExport:
+    """The spec text, what was inferred, and how each branch compared."""
+
+    text: str
+    inferred: Inferred
+    #: The verification models (built-in and the caller's), one result each.
+    models: list[BranchResult] = field(default_factory=list)
+    #: The probes (one unit in one context each), one result each.
+    probes: list[BranchResult] = field(default_factory=list)
+    #: A crash of either quantizer on the suite ("quantizer: ..." / "spec: ...").
+    error: str = ""
+
+    @property
+    def matched(self) -> int:
+        return sum(result.identical for result in self.models)
+
+    @property
+    def ok(self) -> bool:
+        every = self.models + self.probes
+        return not self.error and all(result.identical for result in every)
+
+    def differing_ops(self) -> dict[str, list[str]]:
+        """ATen op -> one line per differing node (``branch: node: what``), models first."""
+        found: dict[str, list[str]] = {}
+        for result in self.models + self.probes:
+            for op, lines in result.differences.items():
+                found.setdefault(op, []).extend(f"{result.label}: {line}" for line in lines)
+            if not result.outputs_equal and not result.differences:
+                found.setdefault("(outputs)", []).append(f"{result.label}: outputs differ")
+        return found
+
+    def gaps(self) -> list[Gap]:
+        return self.inferred.gaps
+
+
+def is_quantizer(obj: Any) -> bool:
+    """Whether ``obj`` is a torchao pt2e ``Quantizer`` (without importing torchao otherwise)."""
+    return any(
+        cls.__name__ == "Quantizer" and cls.__module__.startswith("torchao.quantization.pt2e")
+        for cls in type(obj).__mro__
+    )
+
+
+def quantizer_factory(obj: Any) -> Callable[[], Any]:
+    """A factory of fresh quantizers: annotating may change a quantizer's state, so every
+    run gets its own copy of an instance."""
+    return functools.partial(copy.deepcopy, obj)
+
+
+def export_quantizer(
+    factory: Callable[[], Any],
+    *,
+    name: str,
+    fmt: str = "yaml",
+    probe_models: Iterable[tuple[str, Any, tuple]] = (),
+    cache_dir: Path | None = None,
+) -> QuantizerExport:
+    """Probe, infer, write and verify; see the module docstring.
+
+    ``probe_models`` are ``(label, model, example_inputs)`` added to the verification set."""
+    from backend_spec.export import dump
+    from backend_spec.export.quantizer import probe
+
+    suite, branches, unit_names = _suite(cache_dir)
+    inputs = tuple(_suite_inputs())
+    recorder = probe.recording(factory())
+    original = run(suite, recorder, inputs)
+    if original.error:
+        raise ValueError(f"the quantizer fails on the probe suite: {original.error}")
+    probed = probe.by_context(recorder.snapshot, branches)
+    inferred = infer(probed, unit_names, name)
+    text = dump(inferred.backend_config, fmt, name=name)
+    result = QuantizerExport(text, inferred)
+    candidate = _spec_quantizer(text, fmt)
+    spec_run = run(suite, candidate(), inputs)
+    if spec_run.error:
+        result.error = f"spec: {spec_run.error}"
+        return result
+    labels = [branch.label for branch in branches]
+    compared = compare_runs(suite, labels, original, spec_run)
+    result.models = [r for r, b in zip(compared, branches, strict=True) if b.unit is None]
+    result.probes = [r for r, b in zip(compared, branches, strict=True) if b.unit is not None]
+    result.models += _user_models(factory, candidate, list(probe_models), result)
+    return result
+
+
+def _user_models(factory: Callable[[], Any], candidate: Callable[[], Any],
+                 models: list[tuple[str, Any, tuple]], result: QuantizerExport) -> list:
+    """The caller's models, as a suite of their own (exported here, never cached)."""
+    from backend_spec.export.quantizer import probe
+
+    if not models:
+        return []
+    parts = probe.SuiteParts()
+    for label, model, example_inputs in models:
+        parts.add(probe.Branch(label), model, tuple(example_inputs))
+    try:
+        suite = probe.export_suite(parts).module()
+    except Exception as exc:  # noqa: BLE001 - the user's model, reported as such
+        raise ValueError(f"torch.export fails on the probe models: {exc}") from None
+    inputs = tuple(parts.inputs)
+    first, second = run(suite, factory(), inputs), run(suite, candidate(), inputs)
+    if first.error or second.error:
+        result.error = f"quantizer: {first.error}" if first.error else f"spec: {second.error}"
+        return []
+    return compare_runs(suite, [b.label for b in parts.branches], first, second)
+
+
+def _spec_quantizer(text: str, fmt: str) -> Callable[[], Any]:
+    """A factory of the quantizer of ``text`` as a spec file loads it (the file round-trips)."""
+    import backend_spec
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / f"spec.{fmt}"
+        path.write_text(text, encoding="utf-8")
+        backend_config = backend_spec.load(path)
+    return functools.partial(backend_spec.quantizer, backend_config)
+
+
+@functools.cache
+def _parts() -> tuple[Any, dict[str, tuple[str, ...]]]:
+    """The probes of every unit in every context, then the verification models."""
+    from backend_spec.export.quantizer import probe
+    from backend_spec.export.quantizer.models import MODELS
+    from backend_spec.pt2e.nets import NETS
+
+    parts, unit_names = probe.probe_parts()
+    chosen = {**MODELS, "x86_net": NETS["x86_net"], "tutorial_net": NETS["tutorial_net"]}
+    for label, model_factory in chosen.items():
+        model, example_inputs = model_factory()
+        parts.add(probe.Branch(label), model, example_inputs)
+    return parts, unit_names
+
+
+def _suite_inputs() -> list[Any]:
+    return _parts()[0].inputs
+
+
+# --- the suite cache ---------------------------------------------------------------------------
+
+
+@functools.cache
+def _suite(cache_dir: Path | None) -> tuple[Any, list[Any], dict[str, tuple[str, ...]]]:
+    """(exported suite, its branches, unit key -> op names), the export cached on disk.
+
+    The suite does not depend on the quantizer, only on torch (and bespec's probes), so the
+    exported program is saved per torch version and :data:`PROBE_FORMAT`; a cache file that
+    cannot be read is rebuilt, one that cannot be written only costs time."""
+    import torch
+
+    from backend_spec.export.quantizer import probe
+
+    parts, unit_names = _parts()
+    key = hashlib.sha256(
+        "\n".join([str(PROBE_FORMAT), torch.__version__, *(b.label for b in parts.branches)])
+        .encode()
+    ).hexdigest()[:24]
+    path = (cache_dir or default_cache_dir()) / f"suite-{key}.pt2"
+    exported = _load(path)
+    if exported is None:
+        exported = probe.export_suite(parts)
+        _save(path, exported)
+    return exported.module(), parts.branches, unit_names
+
+
+def _load(path: Path) -> Any:
+    import torch
+
+    if not path.is_file():
+        return None
+    try:
+        with quiet():
+            return torch.export.load(path)
+    except Exception:  # noqa: BLE001 - a stale or broken cache is rebuilt
+        return None
+
+
+def _save(path: Path, exported: Any) -> None:
+    import torch
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".{os.getpid()}.{path.name}")  # export.save wants .pt2
+        torch.export.save(exported, temporary)
+        os.replace(temporary, path)
+    except Exception:  # noqa: BLE001 - a cache that cannot be written only costs time
+        pass
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "bespec" / "quantizer-probes"

@@ -1,0 +1,412 @@
+"""Probe results -> a BackendConfig whose spec quantizer annotates as the probed one did.
+
+Each probed unit (:mod:`.probe`) that the quantizer annotated becomes one pattern entry whose
+``aten`` chain is the unit's ATen ops (so it matches however the model wrote them) and whose
+dtype config describes the qspecs the quantizer used:
+
+- the first op's activation input qspec -> ``input_dtype``; its weight qspec -> ``weight_dtype``;
+- the last op's output qspec -> ``output_dtype`` (observed), ``scale_exact_match`` (fixed qparams)
+  or ``output_share_observer_with_input`` (shared with the input);
+- a unit annotated only when its producer was quantized -> ``quantize: if_input_quantized``;
+- a chain whose inner outputs were left unannotated -> a fusion entry for the whole chain.
+
+What the format cannot say (different input and output observers, derived or unusual
+qspecs, a float output) is recorded as a :class:`Gap` naming the ATen op; the verifier then
+shows whether it matters on real models. Nothing here decides whether to write the file.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig, torch
+from backend_spec.compiler.observed import ObservedDTypeWithConstraints, set_pt2e_keys
+from backend_spec.pt2e.table import POLICY_VALUES
+
+with __import__("backend_spec.quiet", fromlist=["quiet"]).quiet():
+    from torch.ao.quantization.backend_config import ObservationType
+
+#: pt2e dtype names -> the torch.ao dtype a spec writes (the pt2e table maps them back).
+_SPEC_DTYPES = {
+    "int8": torch.qint8,
+    "uint8": torch.quint8,
+    "int32": torch.qint32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+}
+_FULL_RANGE = {
+    torch.qint8: (-128, 127), torch.quint8: (0, 255), torch.qint32: (-(2**31), 2**31 - 1)
+}
+
+#: Observer classes -> (version 2 ``observer`` value, per-channel).
+_OBSERVERS = {
+    "MinMaxObserver": ("minmax", False),
+    "MovingAverageMinMaxObserver": ("moving_average_minmax", False),
+    "HistogramObserver": ("histogram", False),
+    "PerChannelMinMaxObserver": ("minmax", True),
+    "MovingAveragePerChannelMinMaxObserver": ("moving_average_minmax", True),
+    "PlaceholderObserver": ("placeholder", False),
+}
+_FLOAT_EPS = float(torch.finfo(torch.float32).eps)
+
+#: Op names preferred for an ATen op in a pattern (FX reads them; pt2e matches the aten chain).
+_NAME_PREFIXES = ("F.", "torch.", "operator.", "nn.", "method:")
+
+
+@dataclass
+class Gap:
+    """Something about one ATen op the format cannot say (what the report names)."""
+
+    op: str
+    what: str
+
+
+@dataclass
+class Inferred:
+    """The entries inferred, and what could not be expressed."""
+
+    backend_config: BackendConfig
+    entries: list[str] = field(default_factory=list)
+    gaps: list[Gap] = field(default_factory=list)
+
+
+def infer(probed: dict[str, Any], unit_names: dict[str, tuple[str, ...]], name: str) -> Inferred:
+    """A BackendConfig from :func:`.probe.probe`'s results (``unit_names``: key -> op names)."""
+    builder = _Builder(name, _common_activation(probed))
+    fusions = []
+    spellings: dict[str, list[str]] = {}
+    for key, names in unit_names.items():
+        if "@" in key:
+            spellings.setdefault(key.split("@")[0], []).append(names[0])
+    for key, names in unit_names.items():
+        if "@" in key:
+            continue
+        if len(names) == 1:
+            builder.single(key, names[0], probed, spellings.get(key, []))
+        else:
+            fusions.append((key, names))
+    for key, names in fusions:
+        builder.fusion(key, names, probed)
+    return builder.result()
+
+
+class _Builder:
+    def __init__(self, name: str, common: dict[str, Any] | None) -> None:
+        #: The activation qspec most used: what an input shared with its producer gets.
+        self.common = common
+        self.backend_config = BackendConfig(name)
+        self.configs: list[tuple[int, BackendPatternConfig]] = []
+        self.inferred = Inferred(self.backend_config)
+        self.seen_chains: set[str] = set()
+        #: ATen op -> the behaviour of its own entry (for deciding whether a chain is a fusion).
+        self.single_output: dict[str, Any] = {}
+
+    def result(self) -> Inferred:
+        # Longer chains first keeps the spec readable; the pt2e runtime sorts them anyway.
+        for _length, config in sorted(self.configs, key=lambda item: -item[0]):
+            self.backend_config.set_backend_pattern_config(config)
+        return self.inferred
+
+    # --- units --------------------------------------------------------------------------------
+
+    def single(self, key: str, name: str, probed: dict[str, Any], others: list[str]) -> None:
+        """One entry for the op however it is written; or, when the quantizer annotates some
+        spellings only, one entry per annotated spelling (matched by how it was written)."""
+        spelled = {name: key, **{other: f"{key}@{other}" for other in others}}
+        found = {n: _first_annotated(probed, k) for n, k in spelled.items()}
+        annotated = [n for n, (context, _ops) in found.items() if context is not None]
+        if not annotated:
+            return
+        contexts = {found[n][0] for n in annotated}
+        any_spelling = len(annotated) == len(spelled) and len(contexts) == 1
+        for chosen in annotated if not any_spelling else [name]:
+            context, ops = found[chosen]
+            op = ops[0]
+            if context != "alone" and _fused_with_producer(probed, spelled[chosen], context):
+                # The producer's pattern took the op in (linear + relu): after any other
+                # quantized producer the quantizer propagates the producer's qspec.
+                shared = {"kind": "shared", "with": "producer:0"}
+                op = {**op, "inputs": {"0": shared}, "output": shared}
+            policy = {"quantize": _quantize_policy(probed, spelled[chosen], context)}
+            if context in ("post", "pre_post"):  # annotated only when a consumer quantizes
+                policy["consumers"] = "quantizing"
+            policy.update(_variant_policy(probed, key))
+            if "gap" in policy:
+                self.gap(key, policy.pop("gap"))
+            self.add([op["target"]], [chosen], op, op, policy, any_spelling=any_spelling)
+
+    def fusion(self, key: str, names: tuple[str, ...], probed: dict[str, Any]) -> None:
+        context, ops = _first_annotated(probed, key)
+        if context is None or len(ops) < 2:
+            return
+        inner = [o for o in ops[:-1] if o["output"] is not None]
+        if inner:  # each op keeps its own output: the single-op entries already say it
+            return
+        targets = [o["target"] for o in ops]
+        kept = [n for n in names if "BatchNorm" not in n] if len(names) > len(ops) else list(names)
+        if len(kept) != len(ops):
+            return
+        policy = {"quantize": _quantize_policy(probed, key, context)}
+        if context in ("post", "pre_post"):
+            policy["consumers"] = "quantizing"
+        if any(_extra_inputs(o) for o in ops[1:]):
+            policy.update(extra_inputs="quantized", chain_input="any")
+        self.add(targets, kept, ops[0], ops[-1], policy)
+
+    # --- one entry ----------------------------------------------------------------------------
+
+    def add(self, targets: list[str], names: list[str], first: dict[str, Any],
+            last: dict[str, Any], policy: dict[str, str], any_spelling: bool = True) -> None:
+        chain_key = ">".join(targets) + ("" if any_spelling else f"@{names[0]}")
+        if chain_key in self.seen_chains:
+            return
+        self.seen_chains.add(chain_key)
+        label = chain_key
+        act_position = next((p for p, kind in first["kinds"].items() if kind == "act"), None)
+        act = first["inputs"].get(act_position) if act_position is not None else None
+        weight = _param_qspec(first, "1")
+        bias = _param_qspec(first, "2")
+        output = last["output"]
+        observation = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
+        if act is not None and act.get("kind") == "shared" and self.common is not None:
+            act = self.common  # the producer's own qspec, as the spec's runtime reuses it
+        if act is None or act.get("kind") == "shared":
+            if act is None and output is None:
+                return
+            self.gap(label, "its activation input is not quantized with a qspec of its own")
+            return
+        input_dtype = self.mapping(label, "input", act)
+        output_dtype = input_dtype
+        if output is None:
+            # "int8 in, fp32 out": observed only where a consumer quantizes it (X86's anchors).
+            policy["output"] = "if_consumer_quantized"
+        elif output.get("kind") == "shared":
+            if output["with"] not in (f"input:{act_position}", f"producer:{act_position}"):
+                self.gap(label, f"its output shares the qspec of {output['with']}")
+            observation = ObservationType.OUTPUT_SHARE_OBSERVER_WITH_INPUT
+        elif output.get("kind") == "fixed":
+            # A QConfig has one activation observer: the fixed one, for the input too (an
+            # input read from a quantized producer keeps the producer's qparams in pt2e).
+            output_dtype = input_dtype = self.mapping(label, "output", output)
+        elif _comparable(output) != _comparable(act):
+            self.gap(label, "its output qspec differs from its input's")
+        for position, other in first["inputs"].items():
+            if position in (act_position, "1", "2") or other is None:
+                continue
+            if other.get("kind") == "observed" and _comparable(other) != _comparable(act):
+                self.gap(label, f"input {position} has another qspec than input {act_position}")
+        dtype_config = DTypeConfig(
+            input_dtype=input_dtype,
+            output_dtype=output_dtype,
+            weight_dtype=None if weight is None else self.mapping(label, "weight", weight),
+            bias_dtype=None if weight is None else self.bias(label, bias),
+            is_dynamic=bool(act.get("is_dynamic")) or None,
+        )
+        pattern = names[0] if len(names) == 1 else tuple(names)
+        resolved = _resolve(pattern) if any_spelling else _resolve_exact(names[0])
+        config = BackendPatternConfig(resolved).set_observation_type(observation)
+        _reference_modules(config, resolved)
+        config.set_dtype_configs([dtype_config])
+        aten = [[_alternatives(target) for target in targets]] if any_spelling else None
+        set_pt2e_keys(config, aten, {k: v for k, v in policy.items() if v != _DEFAULTS.get(k)})
+        self.configs.append((len(targets), config))
+        self.inferred.entries.append(label)
+
+    def bias(self, label: str, qspec: dict[str, Any] | None) -> Any:
+        if qspec is None:
+            return torch.float
+        self.gap(label, f"its bias is quantized ({qspec['kind']} qspec)")
+        return torch.qint32
+
+    def mapping(self, label: str, role: str, qspec: dict[str, Any]) -> Any:
+        """The constrained dtype (with version 2 observer options) of a qspec."""
+        dtype = _SPEC_DTYPES.get(qspec["dtype"])
+        if dtype is None:
+            self.gap(label, f"its {role} dtype {qspec['dtype']} has no spec dtype")
+            return torch.float
+        if dtype in (torch.float16, torch.bfloat16):
+            return dtype
+        options: dict[str, Any] = {}
+        lo, hi = _FULL_RANGE[dtype]
+        if qspec.get("quant_min") is not None and qspec["quant_min"] != lo:
+            options["quant_min_lower_bound"] = qspec["quant_min"]
+        if qspec.get("quant_max") is not None and qspec["quant_max"] != hi:
+            options["quant_max_upper_bound"] = qspec["quant_max"]
+        qscheme = qspec.get("qscheme") or ""
+        options["qscheme"] = "symmetric" if "symmetric" in qscheme else "affine"
+        if qspec["kind"] == "fixed":
+            options["scale_exact_match"] = qspec["scale"]
+            options["zero_point_exact_match"] = qspec["zero_point"]
+            return ObservedDTypeWithConstraints(dtype=dtype, **options)
+        if qspec["kind"] != "observed":
+            self.gap(label, f"its {role} qspec is {qspec['kind']}")
+            return ObservedDTypeWithConstraints(dtype=dtype, **options)
+        kwargs = dict(qspec.get("kwargs") or {})
+        eps = kwargs.pop("eps", None)
+        if eps is not None and float(eps) > _FLOAT_EPS:
+            options["scale_min_lower_bound"] = float(eps)
+        for key in ("dtype", "qscheme", "quant_min", "quant_max", "ch_axis", "is_dynamic"):
+            kwargs.pop(key, None)
+        if kwargs:
+            self.gap(label, f"its {role} observer takes {sorted(kwargs)}, which no spec key sets")
+        observer, per_channel = _OBSERVERS.get(qspec["observer"], (None, False))
+        if observer is None:
+            self.gap(label, f"its {role} observer {qspec['observer']} has no spec value")
+        else:
+            options["observer"] = observer
+        if per_channel or "per_channel" in qscheme:
+            options["granularity"] = "per_channel"
+            options["ch_axis"] = int(qspec.get("ch_axis") or 0)
+        return ObservedDTypeWithConstraints(dtype=dtype, **options)
+
+    def gap(self, op: str, what: str) -> None:
+        self.inferred.gaps.append(Gap(op, what))
+
+
+def _first_annotated(probed: dict[str, Any], key: str) -> tuple[str | None, list[dict[str, Any]]]:
+    """The first context (``alone``, then with a quantized producer) where the unit's ops carry
+    qspecs, and those ops."""
+    for context in ("alone", "pre", "post", "pre_post"):
+        ops = (probed.get(context) or {}).get(key, {}).get("ops", [])
+        if any(o["inputs"] and any(v is not None for v in o["inputs"].values()) or o["output"]
+               for o in ops):
+            return context, ops
+    return None, []
+
+
+#: The policy values a spec need not write.
+_DEFAULTS = {key: values[0] for key, values in POLICY_VALUES.items()}
+
+
+def _annotated(ops: list[dict[str, Any]]) -> bool:
+    return any(
+        any(v is not None for v in o["inputs"].values()) or o["output"] is not None for o in ops
+    )
+
+
+def _quantize_policy(probed: dict[str, Any], key: str, context: str) -> str:
+    """``always`` when annotated with float producers; else whether one quantized producer
+    (the ``mixed`` context: only the first input's) is enough or all inputs need one."""
+    if context in ("alone", "post"):
+        return "always"
+    units = probed.get("mixed") or {}
+    mixed = units.get(key, units.get(key.split("@")[0], {})).get("ops", [])  # spellings: alike
+    return "if_input_quantized" if _annotated(mixed) else "if_all_inputs_quantized"
+
+
+def _fused_with_producer(probed: dict[str, Any], key: str, context: str) -> bool:
+    """Whether, after a quantized producer, the op's inputs carry no qspec while its output
+    does and the producer's output carries none: one fused pattern (linear + relu)."""
+    unit = (probed.get(context) or {}).get(key, {})
+    ops, producers = unit.get("ops", []), unit.get("pre", [])
+    return bool(
+        ops and producers
+        and not any(q is not None for q in ops[0]["inputs"].values())
+        and ops[-1]["output"] is not None
+        and all(p["output"] is None for p in producers)
+    )
+
+
+def _variant_policy(probed: dict[str, Any], key: str) -> dict[str, str]:
+    """``scalars`` and ``input_shapes`` of a binary op, from its scalar / broadcast variants."""
+    alone = probed.get("alone") or {}
+    policy = {}
+    scalar = alone.get(f"{key}#scalar", {}).get("ops", [])
+    if any(o["inputs"].get("1") is not None for o in scalar):
+        policy["scalars"] = "tensor"
+    base = _annotated(alone.get(key, {}).get("ops", []))
+    broadcast = alone.get(f"{key}#broadcast", {}).get("ops", [])
+    scalar_float = f"{key}#scalar" in alone and not _annotated(scalar)
+    if base and not _annotated(broadcast) and f"{key}#broadcast" in alone:
+        policy["input_shapes"] = "equal"
+    elif base and scalar_float:
+        # Tensors of any shape but no scalars: input_shapes: equal would also drop broadcasts.
+        policy["gap"] = "it is annotated with two tensors of any shape but not with a scalar"
+    return policy
+
+
+def _extra_inputs(op: dict[str, Any]) -> bool:
+    """Whether a later op of a chain quantizes an input besides the chain link (conv + add)."""
+    return any(p != "0" and q is not None and q.get("kind") == "observed"
+               for p, q in op["inputs"].items())
+
+
+def _common_activation(probed: dict[str, Any]) -> dict[str, Any] | None:
+    """The observed activation-input qspec seen most often over every probe."""
+    counts: dict[str, int] = {}
+    for units in probed.values():
+        for unit in units.values():
+            for op in unit["ops"]:
+                for position, qspec in op["inputs"].items():
+                    if op["kinds"].get(position) == "act" and qspec and qspec["kind"] == "observed":
+                        text = json.dumps(qspec, sort_keys=True)
+                        counts[text] = counts.get(text, 0) + 1
+    return json.loads(max(counts, key=counts.__getitem__)) if counts else None
+
+
+def _param_qspec(node: dict[str, Any], position: str) -> dict[str, Any] | None:
+    if node["kinds"].get(position) != "param":
+        return None
+    return node["inputs"].get(position)
+
+
+def _comparable(qspec: dict[str, Any]) -> str:
+    return json.dumps({k: v for k, v in qspec.items() if k != "kind"}, sort_keys=True)
+
+
+def _alternatives(target: str) -> list[str]:
+    """The target and its in-place twin, as the packaged table writes chains."""
+    from backend_spec.pt2e.aten import _cached_table
+
+    for described in _cached_table().values():
+        for alternatives in described.get("chain") or ():
+            if alternatives[0] == target:
+                return list(alternatives)
+    return [target]
+
+
+def _resolve(pattern: Any) -> Any:
+    from backend_spec.names.naming import resolve_name
+
+    if isinstance(pattern, tuple):
+        return tuple(resolve_name(_function_name(n)) for n in pattern)
+    return resolve_name(_function_name(pattern))
+
+
+def _reference_modules(config: BackendPatternConfig, op: Any) -> None:
+    """A module op keeps its weight quantized only with a root and reference module (FX swaps
+    the module; the pt2e rule follows FX): take them from torch's native backend."""
+    if not isinstance(op, type):
+        return
+    from backend_spec.names.vocabulary import builtin_backend_config
+
+    for known in builtin_backend_config("native").configs:
+        if known.pattern is op and known.reference_quantized_module is not None:
+            config.set_root_module(known.root_module)
+            config.set_reference_quantized_module(known.reference_quantized_module)
+            return
+
+
+def _resolve_exact(name: str) -> Any:
+    from backend_spec.names.naming import resolve_name
+
+    return resolve_name(name)
+
+
+def _function_name(name: str) -> str:
+    """The functional spelling of a module op when the table has one (``nn.ReLU`` -> ``F.relu``):
+    FX fuses module chains only with a fuser, while function chains are plain patterns."""
+    from backend_spec.pt2e.aten import _cached_table
+
+    table = _cached_table()
+    chain = (table.get(name) or {}).get("chain")
+    if not chain:
+        return name
+    same = [n for n, d in table.items() if d.get("chain") == chain and not n.startswith("nni.")]
+    for prefix in _NAME_PREFIXES:
+        for candidate in sorted(same):
+            if candidate.startswith(prefix):
+                return candidate
+    return name

@@ -1,0 +1,433 @@
+"""Probe a pt2e Quantizer: annotate small exported graphs and read what it wrote, as plain data.
+
+A Quantizer is a function from graphs to annotations, so its behaviour can be observed rather
+than read from its code. Every unit probed (one ATen op of the packaged table, or a chain such
+as conv -> relu) becomes a *branch* of one "board" model, so that one ``torch.export`` covers
+every unit; the board is exported once per *context*, which is what the units' annotations
+may depend on:
+
+- ``alone``: the unit reads the board's inputs and its result is a board output;
+- ``pre``: each float input comes from an ``nn.Linear`` (a producer quantizers quantize);
+- ``mixed``: only the first input comes from a Linear, the others are board inputs;
+- ``post``: the result feeds an ``nn.Linear``;
+- ``pre_post``: both.
+
+The quantizer then runs exactly as ``prepare_pt2e`` runs it (conv/linear-bn folding,
+``transform_for_annotation``, ``annotate``), and each branch's annotations are written down
+as JSON-able dicts (:func:`describe_qspec`). Nothing here interprets them: that is
+:mod:`.infer`'s job.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from backend_spec._torch import BackendPatternConfig, quiet, torch
+
+nn = torch.nn
+
+CONTEXTS = ("alone", "pre", "mixed", "post", "pre_post")
+SPELLING_CONTEXTS = ("alone", "pre")
+
+#: Chains probed besides the packaged table's single ops: the fusions quantizers annotate as
+#: one unit (spec op names, forward order). The table's own multi-op chains come from fused
+#: module classes; these are written with plain modules so that export sees separate ops.
+FUSION_CANDIDATES: tuple[tuple[str, ...], ...] = (
+    ("nn.Conv1d", "nn.ReLU"),
+    ("nn.Conv2d", "nn.ReLU"),
+    ("nn.Conv3d", "nn.ReLU"),
+    ("nn.Conv2d", "nn.BatchNorm2d"),
+    ("nn.Conv2d", "nn.BatchNorm2d", "nn.ReLU"),
+    ("nn.Conv1d", "nn.BatchNorm1d", "nn.ReLU"),
+    ("nn.Conv2d", "nn.ReLU6"),
+    ("nn.Conv2d", "nn.Hardtanh"),
+    ("nn.Conv2d", "nn.Hardswish"),
+    ("nn.ConvTranspose2d", "nn.ReLU"),
+    ("nn.ConvTranspose2d", "nn.BatchNorm2d"),
+    ("nn.Linear", "nn.ReLU"),
+    ("nn.Linear", "nn.ReLU6"),
+    ("nn.Linear", "nn.BatchNorm1d"),
+    ("nn.Linear", "nn.Tanh"),
+    ("nn.Linear", "nn.LeakyReLU"),
+    ("operator.add", "nn.ReLU"),
+    ("operator.mul", "nn.ReLU"),
+    ("nn.Conv2d", "operator.add"),
+    ("nn.Conv2d", "operator.add", "nn.ReLU"),
+)
+
+#: Ops of the table that are not worth a branch: they vanish or only move memory in place, or
+#: (batch_norm) leave a BatchNorm that no conv folds, for which ``convert_pt2e`` re-exports
+#: ~100 conv-bn QAT patterns (minutes) although nothing is folded.
+_SKIPPED_OPS = ("aten.detach", "aten.resize_", "aten.dropout", "aten.embedding", "aten.batch_norm")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One probed thing: spec op names (forward order) and its ATen chain key.
+
+    A *spelling* unit (``spelling=True``, key ``KEY@NAME``) is the same ATen op written another
+    way (``F.adaptive_avg_pool2d`` beside ``nn.AdaptiveAvgPool2d``): quantizers that match
+    source partitions annotate some spellings only. Spellings are probed alone and after a
+    quantized producer."""
+
+    names: tuple[str, ...]
+    key: str
+    spelling: bool = False
+
+
+@functools.cache
+def units() -> tuple[Unit, ...]:
+    """Every unit probed: one per single-op ATen chain of the packaged table, then the fusions.
+
+    The representative name of a chain is the table's first, preferring module classes and
+    ``F.`` functions (their one-op models exercise the op's usual arguments)."""
+    from backend_spec.pt2e.aten import _cached_table
+
+    by_key: dict[str, list[str]] = {}
+    for name, described in _cached_table().items():
+        chain = described.get("chain")
+        if not chain or len(chain) != 1 or _skipped(chain[0][0]) or name.startswith("nni."):
+            continue
+        by_key.setdefault(chain[0][0], []).append(name)
+    found = []
+    for key, names in sorted(by_key.items()):
+        chosen = _preferred(names)
+        found.append(Unit((chosen,), key))
+        found += [Unit((n,), f"{key}@{n}", True) for n in sorted(names) if n != chosen]
+    found += [Unit(names, ">".join(names)) for names in FUSION_CANDIDATES]
+    return tuple(found)
+
+
+def _skipped(target: str) -> bool:
+    """Ops not probed: see :data:`_SKIPPED_OPS`; in-place twins (``aten.tanh_``) are matched
+    through their out-of-place op's alternatives."""
+    return target.startswith(_SKIPPED_OPS) or target.split(".")[1].endswith("_")
+
+
+def _preferred(names: list[str]) -> str:
+    for prefix in ("nn.", "F.", "torch.", "operator.", "method:"):
+        for name in sorted(names):
+            if name.startswith(prefix) and not name.startswith("nni."):
+                return name
+    return sorted(names)[0]
+
+
+class Probe(nn.Module):
+    """One unit in one context: producers of its inputs, the unit, a consumer of its output."""
+
+    def __init__(self, model: nn.Module, widths: list[int], out: int, context: str) -> None:
+        super().__init__()
+        count = {"pre": len(widths), "pre_post": len(widths), "mixed": 1}.get(context, 0)
+        self.pre = nn.ModuleList(_linear(w) for w in widths[:count])
+        self.op = copy.deepcopy(model)
+        self.post = _linear(out) if context in ("post", "pre_post") else nn.Identity()
+
+    def forward(self, *inputs: Any) -> Any:
+        values = list(inputs)
+        for slot, producer in enumerate(self.pre):
+            values[slot] = producer(values[slot])
+        return self.post(self.op(*values))
+
+
+def _linear(width: int) -> nn.Module:
+    """A quantizable producer / consumer of a tensor whose last dimension is ``width``."""
+    return nn.Linear(width, width) if width > 0 else nn.Identity()
+
+
+class Suite(nn.Module):
+    """Independent models side by side (``branches.N``), inputs flattened in order, one output
+    per branch: one export and one ``prepare_pt2e`` cover them all, which matters because
+    some quantizers re-export their own patterns on every ``annotate`` call (XNNPACK's conv-bn
+    annotator costs seconds per call)."""
+
+    def __init__(self, branches: list[nn.Module], arity: list[int]) -> None:
+        super().__init__()
+        self.branches = nn.ModuleList(branches)
+        self.arity = arity
+
+    def forward(self, *flat: Any) -> tuple:
+        outputs, start = [], 0
+        for index, branch in enumerate(self.branches):
+            outputs.append(branch(*flat[start:start + self.arity[index]]))
+            start += self.arity[index]
+        return tuple(outputs)
+
+
+@dataclass
+class Branch:
+    """What a suite branch is: a probe (unit key and context) or a verification model."""
+
+    label: str
+    unit: str | None = None
+    context: str | None = None
+
+
+@dataclass
+class SuiteParts:
+    """A suite's modules, inputs and branch descriptions (before export)."""
+
+    modules: list[nn.Module] = field(default_factory=list)
+    inputs: list[Any] = field(default_factory=list)
+    arity: list[int] = field(default_factory=list)
+    branches: list[Branch] = field(default_factory=list)
+
+    def add(self, branch: Branch, module: nn.Module, inputs: tuple) -> None:
+        self.modules.append(module.eval())
+        self.inputs.extend(inputs)
+        self.arity.append(len(inputs))
+        self.branches.append(branch)
+
+
+def probe_parts() -> tuple[SuiteParts, dict[str, tuple[str, ...]]]:
+    """Every unit that can be built, in every context; and unit key -> op names."""
+    from backend_spec.check.synthesize import SkipPattern, synthesize
+    from backend_spec.names.naming import resolve_name
+
+    parts, names = SuiteParts(), {}
+    torch.manual_seed(0)
+    for unit in units():
+        try:
+            ops = tuple(resolve_name(name) for name in unit.names)
+            with quiet():
+                made = synthesize(BackendPatternConfig(ops[0] if len(ops) == 1 else ops))
+                output = made.model(*made.example_inputs)
+        except (SkipPattern, Exception):  # noqa: BLE001 - a unit that cannot be built is skipped
+            continue
+        if not isinstance(output, torch.Tensor) or not output.is_floating_point():
+            continue
+        names[unit.key] = unit.names
+        widths = [_width(t) for t in made.example_inputs]
+        for context in SPELLING_CONTEXTS if unit.spelling else CONTEXTS:
+            probe_module = Probe(made.model, widths, _width(output), context)
+            parts.add(Branch(f"{context}:{unit.key}", unit.key, context), probe_module,
+                      made.example_inputs)
+    _add_variants(parts)
+    return parts, names
+
+
+class _Binary(nn.Module):
+    """``op(x, other)`` with a Python number or a broadcast tensor as ``other``."""
+
+    def __init__(self, op: Any, other: Any) -> None:
+        super().__init__()
+        self.fn, self.other = op, other
+
+    def forward(self, x: torch.Tensor, *rest: Any) -> torch.Tensor:
+        return self.fn(x, rest[0] if rest else self.other)
+
+
+#: Variants of binary units, by suffix: a scalar operand (``x * 0.5``; quantizers that turn
+#: scalars into tensors quantize it) and a broadcast operand (some annotate equal shapes only).
+VARIANTS = ("scalar", "broadcast")
+
+
+def _variants(key: str, op: Any) -> list[tuple[str, nn.Module, tuple]]:
+    x = torch.randn(2, 4, 8, 8)
+    return [
+        (f"{key}#scalar", _Binary(op, 0.5), (x,)),
+        (f"{key}#broadcast", _Binary(op, None), (x, torch.randn(1, 4, 1, 1))),
+    ]
+
+
+def _add_variants(parts: SuiteParts) -> None:
+    import operator
+
+    for key, op in (("aten.add.Tensor", operator.add), ("aten.mul.Tensor", operator.mul)):
+        for variant, module, inputs in _variants(key, op):
+            widths = [_width(t) for t in inputs]
+            parts.add(Branch(f"alone:{variant}", variant, "alone"),
+                      Probe(module, widths, 0, "alone"), inputs)
+
+
+def _width(tensor: Any) -> int:
+    if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and tensor.dim() > 0:
+        return int(tensor.shape[-1])
+    return 0
+
+
+def export_suite(parts: SuiteParts) -> Any:
+    """The suite's ExportedProgram (``.module()`` is the graph quantizers prepare)."""
+    import warnings
+
+    suite = Suite(parts.modules, parts.arity).eval()
+    with quiet(), torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.export.export(suite, tuple(parts.inputs))
+
+
+_PATH = re.compile(r"branches\.(\d+)(?:\.(pre|op|post))?")
+
+
+def branch_of(node: Any) -> tuple[int, str] | None:
+    """(branch index, part) of a suite node: part is ``pre``, ``op`` or ``post`` for probes,
+    ``""`` for the nodes of a verification model."""
+    stack = node.meta.get("nn_module_stack") or {}
+    found = None
+    for path, _cls in stack.values():
+        text = str(path).replace("[", ".").replace("]", "").replace("L['self'].", "")
+        match = _PATH.search(text)
+        if match and (found is None or match.group(2)):
+            found = (int(match.group(1)), match.group(2) or "")
+    return found
+
+
+def recording(quantizer: Any) -> Any:
+    """``quantizer`` wrapped so that its annotations are read right after ``annotate`` (inside
+    ``prepare_pt2e``, before observers rewrite the graph): ``.snapshot`` holds
+    :func:`read_annotations`'s result."""
+    from torchao.quantization.pt2e.quantizer import Quantizer
+
+    class Recording(Quantizer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.snapshot: dict[int, dict[str, Any]] = {}
+
+        def transform_for_annotation(self, model: Any) -> Any:
+            return quantizer.transform_for_annotation(model)
+
+        def annotate(self, model: Any) -> Any:
+            result = quantizer.annotate(model)
+            self.snapshot = read_annotations(model)
+            return result
+
+        def validate(self, model: Any) -> None:
+            quantizer.validate(model)
+
+        def prepare_obs_or_fq_callback(self, model: Any, edge_or_node_to_obs_or_fq: Any) -> None:
+            quantizer.prepare_obs_or_fq_callback(model, edge_or_node_to_obs_or_fq)
+
+    return Recording()
+
+
+def read_annotations(graph_module: Any) -> dict[int, dict[str, Any]]:
+    """Per probe branch: its op nodes' annotations, and those of its producer / consumer."""
+    found: dict[int, dict[str, Any]] = {}
+    for node in graph_module.graph.nodes:
+        if node.op != "call_function":
+            continue
+        where = branch_of(node)
+        if where is None or not where[1]:
+            continue
+        index, part = where
+        entry = {"target": str(node.target), **describe_node(node)}
+        found.setdefault(index, {"ops": [], "pre": [], "post": []})
+        found[index]["ops" if part == "op" else part].append(entry)
+    return found
+
+
+def by_context(snapshot: dict[int, dict[str, Any]], branches: list[Branch]) -> dict[str, Any]:
+    """The snapshot as ``{context: {unit key: annotations}}`` (what :mod:`.infer` reads)."""
+    result: dict[str, Any] = {context: {} for context in CONTEXTS}
+    for index, branch in enumerate(branches):
+        if branch.unit is not None:
+            empty = {"ops": [], "pre": [], "post": []}
+            result[branch.context or "alone"][branch.unit] = snapshot.get(index, empty)
+    return result
+def describe_node(node: Any) -> dict[str, Any]:
+    """A node's annotation as data: each input (by argument position) and the output."""
+    annotation = node.meta.get("quantization_annotation")
+    positions = _arg_positions(node)
+    inputs: dict[str, Any] = {}
+    kinds: dict[str, str] = {}
+    for position, arg in positions.items():
+        kinds[position] = "param" if arg.op == "get_attr" else "act"
+    if annotation is None:
+        return {"annotated": False, "inputs": {}, "kinds": kinds, "output": None}
+    for arg, qspec in annotation.input_qspec_map.items():
+        position = next((p for p, a in positions.items() if a is arg), "?")
+        inputs[position] = describe_qspec(qspec, node, positions)
+    return {
+        "annotated": bool(getattr(annotation, "_annotated", False)),
+        "inputs": inputs,
+        "kinds": kinds,
+        "output": describe_qspec(annotation.output_qspec, node, positions),
+    }
+
+
+def _arg_positions(node: Any) -> dict[str, Any]:
+    """``"0"``, ``"1"``... for node arguments; ``"0.1"`` for the second tensor of a list."""
+    positions: dict[str, Any] = {}
+    for index, arg in enumerate(node.args):
+        if isinstance(arg, torch.fx.Node):
+            positions[str(index)] = arg
+        elif isinstance(arg, (list, tuple)):
+            for inner, item in enumerate(arg):
+                if isinstance(item, torch.fx.Node):
+                    positions[f"{index}.{inner}"] = item
+    return positions
+
+
+def describe_qspec(qspec: Any, node: Any, positions: dict[str, Any]) -> dict[str, Any] | None:
+    """A torchao qspec as JSON-able data (``None``: not quantized)."""
+    if qspec is None:
+        return None
+    kind = type(qspec).__name__
+    if kind == "SharedQuantizationSpec":
+        return {"kind": "shared", "with": _reference(qspec.edge_or_node, node, positions)}
+    data: dict[str, Any] = {
+        "dtype": str(qspec.dtype).removeprefix("torch."),
+        "quant_min": qspec.quant_min,
+        "quant_max": qspec.quant_max,
+        "qscheme": None if qspec.qscheme is None else str(qspec.qscheme).removeprefix("torch."),
+    }
+    if kind == "FixedQParamsQuantizationSpec":
+        return {"kind": "fixed", **data, "scale": float(qspec.scale),
+                "zero_point": int(qspec.zero_point)}
+    if kind == "DerivedQuantizationSpec":
+        return {
+            "kind": "derived",
+            **data,
+            "ch_axis": qspec.ch_axis,
+            "from": [_reference(ref, node, positions) for ref in qspec.derived_from],
+            "fn": getattr(qspec.derive_qparams_fn, "__qualname__", repr(qspec.derive_qparams_fn)),
+        }
+    observer, kwargs = _constructor(qspec.observer_or_fake_quant_ctr)
+    return {
+        "kind": "observed",
+        **data,
+        "ch_axis": qspec.ch_axis,
+        "is_dynamic": bool(qspec.is_dynamic),
+        "observer": observer,
+        "kwargs": kwargs,
+    }
+
+
+def _constructor(ctr: Any) -> tuple[str, dict[str, Any]]:
+    """(class name, keyword arguments) of an observer / fake-quant constructor."""
+    kwargs: dict[str, Any] = {}
+    while isinstance(ctr, functools.partial) or hasattr(ctr, "p"):
+        partial = ctr if isinstance(ctr, functools.partial) else ctr.p
+        kwargs = {**partial.keywords, **kwargs}
+        ctr = partial.func
+    plain = {key: _plain(value) for key, value in sorted(kwargs.items())}
+    return getattr(ctr, "__name__", type(ctr).__name__), plain
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    if isinstance(value, (torch.dtype, torch.qscheme)):
+        return str(value).removeprefix("torch.")
+    if isinstance(value, type) or callable(value):
+        name, kwargs = _constructor(value)
+        return {"class": name, "kwargs": kwargs}
+    return repr(value)
+
+
+def _reference(ref: Any, node: Any, positions: dict[str, Any]) -> str:
+    """Where a shared/derived qspec points, relative to ``node``: ``input:0``, ``output``,
+    ``producer:0`` (the output of the node at input 0) or ``other`` (elsewhere in the graph)."""
+    if isinstance(ref, tuple):
+        source, target = ref
+        if target is node:
+            position = next((p for p, a in positions.items() if a is source), None)
+            return f"input:{position}" if position is not None else "other"
+        return "other"
+    if ref is node:
+        return "output"
+    position = next((p for p, a in positions.items() if a is ref), None)
+    return f"producer:{position}" if position is not None else "other"

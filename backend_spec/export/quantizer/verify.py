@@ -1,0 +1,110 @@
+"""Quantize one exported suite with two Quantizers and say, per branch and ATen op, what differs.
+
+Both quantizers prepare their own copy of the same exported graph, see the same calibration
+batches and are converted with ``convert_pt2e``. Placement and qparams are read with
+:func:`backend_spec.pt2e.compare.placement` (the comparison the parity tests use); the nodes
+of each suite branch (:class:`.probe.Suite`) are compared separately, and so are the branch
+outputs (``torch.equal``).
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+from backend_spec._torch import quiet, torch
+
+#: Calibration batches each quantizer sees (the example batch and one more): enough for the
+#: qparams to depend on calibration, while histogram observers stay cheap.
+BATCHES = 2
+
+
+@dataclass
+class Run:
+    """One quantizer on a suite: placement per node, outputs per branch."""
+
+    placement: dict[str, list[tuple]]
+    outputs: tuple
+    error: str = ""
+
+
+@dataclass
+class BranchResult:
+    """One branch (a verification model or a probe) under both quantizers."""
+
+    label: str
+    #: ATen op -> one line per differing node.
+    differences: dict[str, list[str]] = field(default_factory=dict)
+    outputs_equal: bool = True
+
+    @property
+    def identical(self) -> bool:
+        return not self.differences and self.outputs_equal
+
+
+def run(exported: Any, quantizer: Any, inputs: tuple) -> Run:
+    """prepare, calibrate and convert a copy of ``exported`` with ``quantizer``."""
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    from backend_spec.pt2e.compare import placement
+    from backend_spec.pt2e.flows import calibration
+
+    try:
+        with quiet(), torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            prepared = prepare_pt2e(copy.deepcopy(exported), quantizer)
+            for batch in calibration(inputs, BATCHES):
+                prepared(*batch)
+            converted = convert_pt2e(prepared, fold_quantize=False)
+            outputs = converted(*inputs)
+    except Exception as exc:  # noqa: BLE001 - a quantizer that crashes is a finding, not a bug
+        return Run({}, (), f"{type(exc).__name__}: {str(exc)[:300]}")
+    return Run(_named_constants(placement(converted), exported), tuple(outputs))
+
+
+def _named_constants(found: dict[str, list[tuple]], exported: Any) -> dict[str, list[tuple]]:
+    """Inputs read from constants the quantizer made (a scalar turned tensor is
+    ``_tensor_constant0`` in one flow and ``_bespec_scalar0`` in the other) are compared by
+    value, not by name."""
+    names = {node.name for node in exported.graph.nodes}
+    return {
+        node: [
+            (e[0], e[1], e[2] if e[2] in names else "<constant>", *e[3:]) if e[0] == "in" else e
+            for e in entries
+        ]
+        for node, entries in found.items()
+    }
+
+
+def compare_runs(exported: Any, labels: list[str], first: Run, second: Run) -> list[BranchResult]:
+    """Per branch of the suite: the nodes whose placement or qparams differ, grouped by op."""
+    from backend_spec.export.quantizer.probe import branch_of
+    from backend_spec.pt2e.compare import placement_differences
+
+    results = [BranchResult(label) for label in labels]
+    where = {}
+    for node in exported.graph.nodes:
+        found = branch_of(node) if node.op == "call_function" else None
+        if found is not None:
+            where[node.name] = (found[0], str(node.target))
+    for line in placement_differences(first.placement, second.placement):
+        name = line.split(":", 1)[0]
+        if name not in where:
+            continue
+        index, target = where[name]
+        results[index].differences.setdefault(target, []).append(line)
+    for index, result in enumerate(results):
+        a = first.outputs[index] if index < len(first.outputs) else None
+        b = second.outputs[index] if index < len(second.outputs) else None
+        result.outputs_equal = _equal(a, b)
+    return results
+
+
+def _equal(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.shape == b.shape and torch.equal(a, b)
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
+    return False

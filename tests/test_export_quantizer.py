@@ -1,0 +1,316 @@
+"""`bespec export module:factory` for pt2e Quantizers: probe, infer, verify, write or refuse.
+
+Fast tests cover reading annotations and inference on hand-made probe data; the slow ones
+export real quantizers (executorch's XNNPACKQuantizer, torchao's X86InductorQuantizer, the
+fixtures in tests/fixtures/quantizers/odd.py) through the CLI and compare the written spec's
+quantizer with the original on models the export never saw.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torchao", reason="the pt2e extra (torchao) is not installed")
+
+import torch  # noqa: E402
+from torchao.quantization.pt2e.observer import HistogramObserver  # noqa: E402
+from torchao.quantization.pt2e.quantizer import (  # noqa: E402
+    FixedQParamsQuantizationSpec,
+    QuantizationSpec,
+    SharedQuantizationSpec,
+)
+
+from backend_spec.export.quantizer import is_quantizer, probe  # noqa: E402
+from backend_spec.export.quantizer.infer import infer  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).parent / "fixtures" / "quantizers"
+HAS_EXECUTORCH = importlib.util.find_spec("executorch") is not None
+needs_executorch = pytest.mark.skipif(
+    not HAS_EXECUTORCH,
+    reason="executorch cannot be imported (pip install --no-deps executorch==1.5.1 "
+    "flatbuffers tabulate)",
+)
+
+ACT = QuantizationSpec(
+    dtype=torch.int8, quant_min=-128, quant_max=127, qscheme=torch.per_tensor_affine,
+    observer_or_fake_quant_ctr=HistogramObserver.with_args(eps=2**-12),
+)
+
+
+def _graph():
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    relu = graph.call_function(torch.ops.aten.relu.default, (x,))
+    graph.output(relu)
+    return x, relu
+
+
+def test_observed_qspec_is_read_with_its_observer_and_arguments():
+    x, relu = _graph()
+    described = probe.describe_qspec(ACT, relu, {"0": x})
+    assert described["kind"] == "observed"
+    assert described["observer"] == "HistogramObserver"
+    assert described["kwargs"] == {"eps": 2**-12}
+    qrange = (described["dtype"], described["quant_min"], described["quant_max"])
+    assert qrange == ("int8", -128, 127)
+
+
+@pytest.mark.parametrize(
+    ("qspec", "expected"),
+    [
+        (lambda x, relu: SharedQuantizationSpec((x, relu)), "input:0"),
+        (lambda x, relu: SharedQuantizationSpec(x), "producer:0"),
+        (lambda x, relu: SharedQuantizationSpec(relu), "output"),
+    ],
+)
+def test_shared_qspecs_are_read_relative_to_the_node(qspec, expected):
+    x, relu = _graph()
+    described = probe.describe_qspec(qspec(x, relu), relu, {"0": x})
+    assert described == {"kind": "shared", "with": expected}
+
+
+def test_fixed_qspec_keeps_scale_and_zero_point():
+    x, relu = _graph()
+    fixed = FixedQParamsQuantizationSpec(torch.uint8, 1 / 256, 0, 0, 255, torch.per_tensor_affine)
+    described = probe.describe_qspec(fixed, relu, {"0": x})
+    assert (described["kind"], described["scale"], described["zero_point"]) == ("fixed", 1 / 256, 0)
+
+
+def test_quantizers_are_recognised_and_backend_configs_are_not():
+    from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import X86InductorQuantizer
+
+    from backend_spec._torch import BackendConfig
+
+    assert is_quantizer(X86InductorQuantizer())
+    assert not is_quantizer(BackendConfig("x"))
+
+
+def _op(inputs, output, kinds):
+    return {"target": "aten.conv2d.default", "annotated": True, "inputs": inputs,
+            "kinds": kinds, "output": output}
+
+
+def _described(qspec):
+    return probe.describe_qspec(qspec, None, {})
+
+
+CASES = [
+    # (what the quantizer wrote on a lone conv, the policy or gap expected)
+    ("observed output", _described(ACT), {}, None),
+    ("float output", None, {"output": "if_consumer_quantized"}, None),
+    ("other output qspec",
+     {**_described(ACT), "quant_min": -100}, {}, "its output qspec differs from its input's"),
+]
+
+
+@pytest.mark.parametrize(("label", "output", "policy", "gap"), CASES, ids=[c[0] for c in CASES])
+def test_inference_of_a_conv_entry(label, output, policy, gap):
+    weight = {**_described(ACT), "qscheme": "per_channel_symmetric", "ch_axis": 0,
+              "observer": "PerChannelMinMaxObserver"}
+    kinds = {"0": "act", "1": "param", "2": "param"}
+    op = _op({"0": _described(ACT), "1": weight, "2": None}, output, kinds)
+    probed = {"alone": {"aten.conv2d.default": {"ops": [op], "pre": [], "post": []}}}
+    inferred = infer(probed, {"aten.conv2d.default": ("F.conv2d",)}, "t")
+    (config,) = inferred.backend_config.configs
+    from backend_spec.compiler.observed import pattern_aten, pattern_policy
+
+    assert pattern_aten(config) == [[["aten.conv2d.default"]]]
+    assert pattern_policy(config) == policy
+    (dtype_config,) = config.dtype_configs
+    assert dtype_config.weight_dtype_with_constraints.granularity == "per_channel"
+    assert dtype_config.input_dtype_with_constraints.observer == "histogram"
+    assert dtype_config.input_dtype_with_constraints.scale_min_lower_bound == 2**-12
+    assert [g.what for g in inferred.gaps] == ([gap] if gap else [])
+
+
+def test_unknown_observer_arguments_are_a_gap():
+    odd = {**_described(ACT), "kwargs": {"eps": 2**-12, "bins": 128}}
+    op = _op({"0": odd}, odd, {"0": "act"})
+    probed = {"alone": {"aten.relu.default": {"ops": [op], "pre": [], "post": []}}}
+    inferred = infer(probed, {"aten.relu.default": ("F.relu",)}, "t")
+    assert any("['bins']" in gap.what for gap in inferred.gaps)
+
+
+def _bespec(*args, cwd=ROOT):
+    return subprocess.run(
+        [sys.executable, "-m", "backend_spec", *args], capture_output=True, text=True, cwd=cwd,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(Path.home())},
+        timeout=3600,
+    )
+
+
+def test_probe_models_need_a_quantizer():
+    done = _bespec("export", "fbgemm", "--probe-models", "x.py:f")
+    assert done.returncode == 2
+    assert "--probe-models applies to a pt2e Quantizer" in done.stderr
+
+
+def _export(tmp_path, ref, *extra):
+    out = tmp_path / "spec.yaml"
+    done = _bespec("export", ref, "-o", str(out), *extra)
+    return done, out
+
+
+def _hidden_models():
+    """Models the export never saw: ResNet-18 shaped, and the parity nets of issue 18."""
+    from backend_spec.pt2e import parity_nets
+    from backend_spec.pt2e.nets import NETS
+
+    return [("resnet18_net", NETS["resnet18_net"]), *parity_nets.PARITY_NETS.items()]
+
+
+def _matches(spec: Path, original) -> list[str]:
+    import backend_spec
+    from backend_spec.pt2e.compare import compare_quantizers
+
+    results = compare_quantizers(
+        original, lambda: backend_spec.quantizer(spec), _hidden_models()
+    )
+    return [f"{r.name}: {d}" for r in results for d in r.differences]
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="pt2e runtime: a consumer of a fixed-qparams output (linear after sigmoid) reuses the "
+    "fixed qparams, while torchao observes the edge again when the consumer's input qspec "
+    "differs from the producer's output qspec; export names aten.linear.default",
+)
+def test_own_quantizer_with_fixed_and_shared_qspecs_round_trips(tmp_path):
+    sys.path.insert(0, str(FIXTURES))
+    try:
+        import odd
+    finally:
+        sys.path.remove(str(FIXTURES))
+    done, out = _export(tmp_path, f"{FIXTURES / 'odd.py'}:odd_quantizer",
+                        "--probe-models", f"{FIXTURES / 'odd.py'}:tiny_model")
+    assert done.returncode == 0, done.stderr
+    assert "verified:" in done.stderr
+    text = out.read_text()
+    assert "scale_exact_match" in text and "output_share_observer_with_input" in text
+    assert _matches(out, odd.odd_quantizer) == []
+
+
+@pytest.mark.slow
+def test_a_quantizer_the_format_cannot_express_is_refused_naming_the_ops(tmp_path):
+    done, out = _export(tmp_path, f"{FIXTURES / 'odd.py'}:derived_bias_quantizer")
+    assert done.returncode == 1
+    assert "aten.conv2d.default" in done.stderr
+    assert "its bias is quantized (derived qspec)" in done.stderr
+    assert "nothing was written" in done.stderr
+    assert not out.exists()
+
+
+#: Why the XNNPACK exports are refused today (also true of specs/xnnpack.yaml on these models).
+CAT_GROUPS = (
+    "pt2e runtime: XNNPACK shares one observer across cat's inputs, and torchao extends that "
+    "group through every producer that shares its input's (max_pool2d, relu, hardtanh); the "
+    "spec quantizer's share groups stop at the producers (x86_net and the cat model differ)"
+)
+
+
+@pytest.mark.slow
+@needs_executorch
+@pytest.mark.xfail(strict=True, reason=CAT_GROUPS)
+@pytest.mark.parametrize("per_channel", [True, False], ids=["per_channel", "per_tensor"])
+def test_xnnpack_quantizer_exports_and_matches_unseen_models(tmp_path, per_channel):
+    factory = tmp_path / "xnn.py"
+    factory.write_text(
+        "from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (\n"
+        "    XNNPACKQuantizer, get_symmetric_quantization_config)\n\n"
+        "def make():\n"
+        "    q = XNNPACKQuantizer()\n"
+        f"    q.set_global(get_symmetric_quantization_config(is_per_channel={per_channel}))\n"
+        "    return q\n"
+    )
+    done, out = _export(tmp_path, f"{factory}:make")
+    assert done.returncode == 0, done.stderr
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+
+    def original():
+        quantizer = XNNPACKQuantizer()
+        quantizer.set_global(get_symmetric_quantization_config(is_per_channel=per_channel))
+        return quantizer
+
+    assert _matches(out, original) == []
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="X86: the inferred spec matches 12 of 14 models, but conv + hardswish before a "
+    "max_pool2d, functional convs with parameter weights and the cat share groups (CAT_GROUPS) "
+    "differ, so export refuses naming those ops",
+)
+def test_x86_inductor_quantizer_exports_and_matches_unseen_models(tmp_path):
+    factory = tmp_path / "x86q.py"
+    factory.write_text(
+        "from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (\n"
+        "    X86InductorQuantizer, get_default_x86_inductor_quantization_config)\n\n"
+        "def make():\n"
+        "    q = X86InductorQuantizer()\n"
+        "    q.set_global(get_default_x86_inductor_quantization_config())\n"
+        "    return q\n"
+    )
+    done, out = _export(tmp_path, f"{factory}:make")
+    assert done.returncode == 0, done.stderr
+    from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
+        X86InductorQuantizer,
+        get_default_x86_inductor_quantization_config,
+    )
+
+    def original():
+        quantizer = X86InductorQuantizer()
+        quantizer.set_global(get_default_x86_inductor_quantization_config())
+        return quantizer
+
+    assert _matches(out, original) == []
+
+
+@pytest.mark.slow
+@needs_executorch
+def test_an_xnnpack_refusal_names_the_ops_and_writes_nothing(tmp_path):
+    """Until the runtime's cat groups match torchao's (see CAT_GROUPS), XNNPACK is refused:
+    the refusal must name cat and write nothing."""
+    factory = tmp_path / "xnn.py"
+    factory.write_text(
+        "from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (\n"
+        "    XNNPACKQuantizer, get_symmetric_quantization_config)\n\n"
+        "def make():\n"
+        "    return XNNPACKQuantizer().set_global(get_symmetric_quantization_config())\n"
+    )
+    done, out = _export(tmp_path, f"{factory}:make")
+    if done.returncode == 0:
+        pytest.fail("XNNPACK now exports: drop the xfail of the export tests and this test")
+    assert done.returncode == 1
+    assert "aten.cat.default" in done.stderr and "nothing was written" in done.stderr
+    assert not out.exists()
+
+
+def test_a_refusal_names_each_differing_op_and_the_gaps():
+    from backend_spec._torch import BackendConfig
+    from backend_spec.cli.render.quantizer_export import render_refusal
+    from backend_spec.export.quantizer import QuantizerExport
+    from backend_spec.export.quantizer.infer import Gap, Inferred
+    from backend_spec.export.quantizer.verify import BranchResult
+
+    gap = Gap("aten.conv2d.default", "its bias is quantized")
+    inferred = Inferred(BackendConfig("t"), gaps=[gap])
+    model = BranchResult("mlp", {"aten.linear.default": ["linear: out[0.1,3] vs float"]})
+    probe_result = BranchResult("alone:aten.cat.default", outputs_equal=False)
+    result = QuantizerExport("text", inferred, models=[model], probes=[probe_result])
+    assert not result.ok and result.matched == 0
+    text = render_refusal(result)
+    assert "cannot express the quantizer on 2 ops: aten.linear.default, (outputs)" in text
+    assert "mlp: linear: out[0.1,3] vs float" in text
+    assert "aten.conv2d.default: its bias is quantized" in text
+    assert text.endswith("nothing was written\n")
