@@ -205,6 +205,28 @@ def test_unknown_key_floods_are_refused_in_bounded_memory(tmp_path: Path) -> Non
     assert measured["peak"] < 500, measured
 
 
+def _capped_spec(folder: Path) -> Path:
+    """400 unused dtype configs (BS507 warnings) first in the file, then three patterns naming
+    undefined dtype configs (errors, lines 404-406)."""
+    unused = "".join(f"  unused_{i}: {{input_dtype: quint8}}\n" for i in range(400))
+    ops = ("nn.Linear", "nn.Conv2d", "nn.ReLU")
+    patterns = "".join(
+        f"  - {{pattern: {op}, dtype_configs: [missing_{i}]}}\n" for i, op in enumerate(ops)
+    )
+    path = folder / "capped.yaml"
+    path.write_text(f"name: capped\ndtype_configs:\n{unused}patterns:\n{patterns}", "utf-8")
+    return path
+
+
+def test_lint_caps_its_list_with_the_errors_first(tmp_path: Path) -> None:
+    from backend_spec.lint.runner import lint_path
+
+    found = lint_path(_capped_spec(tmp_path))
+    assert len(found) == 201 and found[-1].code == "BS108"
+    errors = [(d.code, d.line) for d in found if d.severity is Severity.ERROR]
+    assert errors[:3] == [("BS401", 404), ("BS401", 405), ("BS401", 406)]
+
+
 def test_the_cap_never_hides_an_error_behind_warnings(tmp_path: Path) -> None:
     # 400 unused dtype configs (BS507 warnings) come first in the file, then three patterns
     # naming undefined dtype configs (errors): the errors are shown, at their real lines.

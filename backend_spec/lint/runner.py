@@ -19,7 +19,7 @@ from backend_spec import _torch, codes
 from backend_spec.compiler.compiler import Compiled
 from backend_spec.compiler.loader import Built, build, guarded, read_source, view_of
 from backend_spec.compiler.meaning import ENFORCED, meaning_errors
-from backend_spec.diagnostics import Diagnostic, Severity, SpecError
+from backend_spec.diagnostics import Diagnostic, Severity, SpecError, capped
 from backend_spec.lint.context import LintContext, Problem
 from backend_spec.lint.noqa import RULES as NOQA_RULES
 from backend_spec.lint.registry import Rule, all_rules
@@ -137,5 +137,6 @@ def diagnostic(rule: Rule, context: LintContext, problem: Problem) -> Diagnostic
 
 
 def _ordered(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    """Unique, in file order, and capped (errors kept first) like the loader's own list."""
     unique = list(dict.fromkeys(diagnostics))
-    return sorted(unique, key=lambda d: (d.file, d.line, d.column, d.code))
+    return capped(sorted(unique, key=lambda d: (d.file, d.line, d.column, d.code)))
