@@ -38,7 +38,10 @@ needs_executorch = pytest.mark.skipif(
 )
 
 ACT = QuantizationSpec(
-    dtype=torch.int8, quant_min=-128, quant_max=127, qscheme=torch.per_tensor_affine,
+    dtype=torch.int8,
+    quant_min=-128,
+    quant_max=127,
+    qscheme=torch.per_tensor_affine,
     observer_or_fake_quant_ctr=HistogramObserver.with_args(eps=2**-12),
 )
 
@@ -92,8 +95,13 @@ def test_quantizers_are_recognised_and_backend_configs_are_not():
 
 
 def _op(inputs, output, kinds):
-    return {"target": "aten.conv2d.default", "annotated": True, "inputs": inputs,
-            "kinds": kinds, "output": output}
+    return {
+        "target": "aten.conv2d.default",
+        "annotated": True,
+        "inputs": inputs,
+        "kinds": kinds,
+        "output": output,
+    }
 
 
 def _described(qspec):
@@ -104,15 +112,23 @@ CASES = [
     # (what the quantizer wrote on a lone conv, the policy or gap expected)
     ("observed output", _described(ACT), {}, None),
     ("float output", None, {"output": "if_consumer_quantized"}, None),
-    ("other output qspec",
-     {**_described(ACT), "quant_min": -100}, {}, "its output qspec differs from its input's"),
+    (
+        "other output qspec",
+        {**_described(ACT), "quant_min": -100},
+        {},
+        "its output qspec differs from its input's",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("label", "output", "policy", "gap"), CASES, ids=[c[0] for c in CASES])
 def test_inference_of_a_conv_entry(label, output, policy, gap):
-    weight = {**_described(ACT), "qscheme": "per_channel_symmetric", "ch_axis": 0,
-              "observer": "PerChannelMinMaxObserver"}
+    weight = {
+        **_described(ACT),
+        "qscheme": "per_channel_symmetric",
+        "ch_axis": 0,
+        "observer": "PerChannelMinMaxObserver",
+    }
     kinds = {"0": "act", "1": "param", "2": "param"}
     op = _op({"0": _described(ACT), "1": weight, "2": None}, output, kinds)
     probed = {"alone": {"aten.conv2d.default": {"ops": [op], "pre": [], "post": []}}}
@@ -139,7 +155,10 @@ def test_unknown_observer_arguments_are_a_gap():
 
 def _bespec(*args, cwd=ROOT):
     return subprocess.run(
-        [sys.executable, "-m", "backend_spec", *args], capture_output=True, text=True, cwd=cwd,
+        [sys.executable, "-m", "backend_spec", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(Path.home())},
         timeout=3600,
     )
@@ -169,9 +188,7 @@ def _matches(spec: Path, original) -> list[str]:
     import backend_spec
     from backend_spec.pt2e.compare import compare_quantizers
 
-    results = compare_quantizers(
-        original, lambda: backend_spec.quantizer(spec), _hidden_models()
-    )
+    results = compare_quantizers(original, lambda: backend_spec.quantizer(spec), _hidden_models())
     return [f"{r.name}: {d}" for r in results for d in r.differences]
 
 
@@ -188,8 +205,12 @@ def test_own_quantizer_with_fixed_and_shared_qspecs_round_trips(tmp_path):
         import odd
     finally:
         sys.path.remove(str(FIXTURES))
-    done, out = _export(tmp_path, f"{FIXTURES / 'odd.py'}:odd_quantizer",
-                        "--probe-models", f"{FIXTURES / 'odd.py'}:tiny_model")
+    done, out = _export(
+        tmp_path,
+        f"{FIXTURES / 'odd.py'}:odd_quantizer",
+        "--probe-models",
+        f"{FIXTURES / 'odd.py'}:tiny_model",
+    )
     assert done.returncode == 0, done.stderr
     assert "verified:" in done.stderr
     text = out.read_text()

@@ -446,8 +446,9 @@ def export_command(
     if factory is not None:
         check_output_path(output)
         models = [_probe_model(ref) for ref in probe_models or ()]
-        _export_quantizer(factory, backend_name or name_from_ref(name), fmt, models, output,
-                          schema_ref)
+        _export_quantizer(
+            factory, backend_name or name_from_ref(name), fmt, models, output, schema_ref
+        )
         return
     if probe_models:
         raise fail_usage("--probe-models applies to a pt2e Quantizer, not a BackendConfig")
@@ -518,8 +519,9 @@ def _probe_model(ref: str) -> tuple[str, object, tuple]:
     return ref, made[0], made[1]
 
 
-def _export_quantizer(factory, name: str, fmt: str, models: list, output: Path | None,
-                      schema_ref: str | None) -> None:
+def _export_quantizer(
+    factory, name: str, fmt: str, models: list, output: Path | None, schema_ref: str | None
+) -> None:
     """Probe, infer and verify; write the spec only when every model and probe matched."""
     from backend_spec.cli.render.quantizer_export import render_refusal, render_summary
     from backend_spec.export.quantizer import export_quantizer

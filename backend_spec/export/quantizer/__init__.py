@@ -124,8 +124,12 @@ def export_quantizer(
     return result
 
 
-def _user_models(factory: Callable[[], Any], candidate: Callable[[], Any],
-                 models: list[tuple[str, Any, tuple]], result: QuantizerExport) -> list:
+def _user_models(
+    factory: Callable[[], Any],
+    candidate: Callable[[], Any],
+    models: list[tuple[str, Any, tuple]],
+    result: QuantizerExport,
+) -> list:
     """The caller's models, as a suite of their own (exported here, never cached)."""
     from backend_spec.export.quantizer import probe
 
@@ -192,8 +196,9 @@ def _suite(cache_dir: Path | None) -> tuple[Any, list[Any], dict[str, tuple[str,
 
     parts, unit_names = _parts()
     key = hashlib.sha256(
-        "\n".join([str(PROBE_FORMAT), torch.__version__, *(b.label for b in parts.branches)])
-        .encode()
+        "\n".join(
+            [str(PROBE_FORMAT), torch.__version__, *(b.label for b in parts.branches)]
+        ).encode()
     ).hexdigest()[:24]
     path = (cache_dir or default_cache_dir()) / f"suite-{key}.pt2"
     exported = _load(path)

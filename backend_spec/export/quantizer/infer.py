@@ -37,7 +37,9 @@ _SPEC_DTYPES = {
     "bfloat16": torch.bfloat16,
 }
 _FULL_RANGE = {
-    torch.qint8: (-128, 127), torch.quint8: (0, 255), torch.qint32: (-(2**31), 2**31 - 1)
+    torch.qint8: (-128, 127),
+    torch.quint8: (0, 255),
+    torch.qint32: (-(2**31), 2**31 - 1),
 }
 
 #: Observer classes -> (version 2 ``observer`` value, per-channel).
@@ -157,8 +159,15 @@ class _Builder:
 
     # --- one entry ----------------------------------------------------------------------------
 
-    def add(self, targets: list[str], names: list[str], first: dict[str, Any],
-            last: dict[str, Any], policy: dict[str, str], any_spelling: bool = True) -> None:
+    def add(
+        self,
+        targets: list[str],
+        names: list[str],
+        first: dict[str, Any],
+        last: dict[str, Any],
+        policy: dict[str, str],
+        any_spelling: bool = True,
+    ) -> None:
         chain_key = ">".join(targets) + ("" if any_spelling else f"@{names[0]}")
         if chain_key in self.seen_chains:
             return
@@ -270,8 +279,10 @@ def _first_annotated(probed: dict[str, Any], key: str) -> tuple[str | None, list
     qspecs, and those ops."""
     for context in ("alone", "pre", "post", "pre_post"):
         ops = (probed.get(context) or {}).get(key, {}).get("ops", [])
-        if any(o["inputs"] and any(v is not None for v in o["inputs"].values()) or o["output"]
-               for o in ops):
+        if any(
+            o["inputs"] and any(v is not None for v in o["inputs"].values()) or o["output"]
+            for o in ops
+        ):
             return context, ops
     return None, []
 
@@ -302,7 +313,8 @@ def _fused_with_producer(probed: dict[str, Any], key: str, context: str) -> bool
     unit = (probed.get(context) or {}).get(key, {})
     ops, producers = unit.get("ops", []), unit.get("pre", [])
     return bool(
-        ops and producers
+        ops
+        and producers
         and not any(q is not None for q in ops[0]["inputs"].values())
         and ops[-1]["output"] is not None
         and all(p["output"] is None for p in producers)
@@ -329,8 +341,9 @@ def _variant_policy(probed: dict[str, Any], key: str) -> dict[str, str]:
 
 def _extra_inputs(op: dict[str, Any]) -> bool:
     """Whether a later op of a chain quantizes an input besides the chain link (conv + add)."""
-    return any(p != "0" and q is not None and q.get("kind") == "observed"
-               for p, q in op["inputs"].items())
+    return any(
+        p != "0" and q is not None and q.get("kind") == "observed" for p, q in op["inputs"].items()
+    )
 
 
 def _common_activation(probed: dict[str, Any]) -> dict[str, Any] | None:

@@ -152,7 +152,7 @@ class Suite(nn.Module):
     def forward(self, *flat: Any) -> tuple:
         outputs, start = [], 0
         for index, branch in enumerate(self.branches):
-            outputs.append(branch(*flat[start:start + self.arity[index]]))
+            outputs.append(branch(*flat[start : start + self.arity[index]]))
             start += self.arity[index]
         return tuple(outputs)
 
@@ -203,8 +203,11 @@ def probe_parts() -> tuple[SuiteParts, dict[str, tuple[str, ...]]]:
         widths = [_width(t) for t in made.example_inputs]
         for context in SPELLING_CONTEXTS if unit.spelling else CONTEXTS:
             probe_module = Probe(made.model, widths, _width(output), context)
-            parts.add(Branch(f"{context}:{unit.key}", unit.key, context), probe_module,
-                      made.example_inputs)
+            parts.add(
+                Branch(f"{context}:{unit.key}", unit.key, context),
+                probe_module,
+                made.example_inputs,
+            )
     _add_variants(parts)
     return parts, names
 
@@ -239,8 +242,11 @@ def _add_variants(parts: SuiteParts) -> None:
     for key, op in (("aten.add.Tensor", operator.add), ("aten.mul.Tensor", operator.mul)):
         for variant, module, inputs in _variants(key, op):
             widths = [_width(t) for t in inputs]
-            parts.add(Branch(f"alone:{variant}", variant, "alone"),
-                      Probe(module, widths, 0, "alone"), inputs)
+            parts.add(
+                Branch(f"alone:{variant}", variant, "alone"),
+                Probe(module, widths, 0, "alone"),
+                inputs,
+            )
 
 
 def _width(tensor: Any) -> int:
@@ -327,6 +333,8 @@ def by_context(snapshot: dict[int, dict[str, Any]], branches: list[Branch]) -> d
             empty = {"ops": [], "pre": [], "post": []}
             result[branch.context or "alone"][branch.unit] = snapshot.get(index, empty)
     return result
+
+
 def describe_node(node: Any) -> dict[str, Any]:
     """A node's annotation as data: each input (by argument position) and the output."""
     annotation = node.meta.get("quantization_annotation")
@@ -375,8 +383,12 @@ def describe_qspec(qspec: Any, node: Any, positions: dict[str, Any]) -> dict[str
         "qscheme": None if qspec.qscheme is None else str(qspec.qscheme).removeprefix("torch."),
     }
     if kind == "FixedQParamsQuantizationSpec":
-        return {"kind": "fixed", **data, "scale": float(qspec.scale),
-                "zero_point": int(qspec.zero_point)}
+        return {
+            "kind": "fixed",
+            **data,
+            "scale": float(qspec.scale),
+            "zero_point": int(qspec.zero_point),
+        }
     if kind == "DerivedQuantizationSpec":
         return {
             "kind": "derived",
