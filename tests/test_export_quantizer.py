@@ -228,11 +228,12 @@ def test_a_quantizer_the_format_cannot_express_is_refused_naming_the_ops(tmp_pat
     assert not out.exists()
 
 
-#: Why the XNNPACK exports are refused today (also true of specs/xnnpack.yaml on these models).
+#: Why the XNNPACK exports are refused today. (The cat share groups, which stopped at the
+#: producers, now extend through propagated ops as torchao's do; what remains is a slice after
+#: a cat that XNNPACK propagates and the inferred spec leaves float, and the elu after it.)
 CAT_GROUPS = (
-    "pt2e runtime: XNNPACK shares one observer across cat's inputs, and torchao extends that "
-    "group through every producer that shares its input's (max_pool2d, relu, hardtanh); the "
-    "spec quantizer's share groups stop at the producers (x86_net and the cat model differ)"
+    "export: XNNPACK propagates quantization through aten.slice.Tensor after a cat "
+    "(propagate_annotation); the inferred spec leaves that slice float, so its consumer differs"
 )
 
 
@@ -300,8 +301,8 @@ def test_x86_inductor_quantizer_exports_and_matches_unseen_models(tmp_path):
 @pytest.mark.slow
 @needs_executorch
 def test_an_xnnpack_refusal_names_the_ops_and_writes_nothing(tmp_path):
-    """Until the runtime's cat groups match torchao's (see CAT_GROUPS), XNNPACK is refused:
-    the refusal must name cat and write nothing."""
+    """Until the inferred spec propagates through slice (see CAT_GROUPS), XNNPACK is refused:
+    the refusal must name the op and write nothing."""
     factory = tmp_path / "xnn.py"
     factory.write_text(
         "from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (\n"
@@ -313,7 +314,7 @@ def test_an_xnnpack_refusal_names_the_ops_and_writes_nothing(tmp_path):
     if done.returncode == 0:
         pytest.fail("XNNPACK now exports: drop the xfail of the export tests and this test")
     assert done.returncode == 1
-    assert "aten.cat.default" in done.stderr and "nothing was written" in done.stderr
+    assert "aten.slice.Tensor" in done.stderr and "nothing was written" in done.stderr
     assert not out.exists()
 
 

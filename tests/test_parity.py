@@ -289,3 +289,53 @@ def test_integer_literal_in_a_complex_pattern_round_trips(tmp_path: Path) -> Non
     path.write_text(LITERAL_SPEC.format(version=2))
     with pytest.raises(SpecError, match="needs format version 3"):
         backend_spec.load(path)
+
+
+class _CatOrders(torch.nn.Module):
+    """A cat whose observed root comes after another input in graph order (the inner cat), and
+    a cat of a conv's output next to its own max-pool: the runtime's shared specs used to point
+    forward (prepare_pt2e asserted) or around a cycle (RecursionError)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        nn = torch.nn
+        self.a, self.b, self.c = nn.Conv2d(3, 4, 1), nn.Conv2d(3, 4, 1), nn.Conv2d(3, 8, 1)
+        self.d, self.e, self.pool = nn.Conv2d(3, 4, 1), nn.Conv2d(3, 4, 1), nn.MaxPool2d(1)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = torch.cat([self.a(x), self.b(x)], 1)
+        z = torch.cat([self.c(x), y], 1)
+        w = self.e(x)
+        return z, torch.cat([self.d(x), w, self.pool(w)], 1)
+
+
+@pytest.mark.parametrize("spec", ["xnnpack", "natural", "x86_inductor"])
+def test_cat_share_groups_prepare_in_any_order(spec: str) -> None:
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    x = torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(0))
+    model = _CatOrders().eval()
+    prepared = prepare_pt2e(
+        torch.export.export(model, (x,)).module(), backend_spec.quantizer(SPECS[spec][0])
+    )
+    prepared(x)
+    converted = convert_pt2e(prepared)
+    assert [tuple(out.shape) for out in converted(x)] == [(2, 16, 8, 8), (2, 12, 8, 8)]
+
+
+def test_cat_share_group_extends_through_propagated_producers() -> None:
+    """XNNPACK propagates hardtanh / max_pool2d qparams from the conv before them; a cat of
+    that max-pool shares one observer with the whole chain (torchao's implicit sharing), so the
+    conv's output observer is the cat's. An FX-style spec (no quantize policy) splits there."""
+    from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
+
+    model, args = PARITY_NETS["cat_groups"]()
+    exported = torch.export.export(model, args).module()
+    prepared = prepare_pt2e(exported, backend_spec.quantizer(SPECS["xnnpack"][0]))
+
+    def observer_after(name: str) -> int:
+        node = next(n for n in prepared.graph.nodes if n.name == name)
+        [user] = node.users
+        return id(getattr(prepared, user.target))
+
+    assert observer_after("conv2d_1") == observer_after("cat")

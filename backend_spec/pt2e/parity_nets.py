@@ -86,6 +86,25 @@ class Cat(nn.Module):
         return torch.cat([z, torch.tanh(z)], 1)
 
 
+class CatGroups(nn.Module):
+    """cat share groups: one observer for a cat's inputs and output that, in torchao's prepare,
+    also reaches through the producers that propagate their input's qparams (hardtanh and
+    max_pool2d after a conv: the conv's output joins the group); a cat of a cat, of a tensor and
+    its own max-pool, of a float op and of the same tensor twice."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Conv2d(3, 4, 3, padding=1), nn.Conv2d(3, 4, 1)
+        self.c = nn.Conv2d(3, 8, 1)
+        self.relu, self.hardtanh = nn.ReLU(), nn.Hardtanh()
+        self.pool1, self.pool2, self.pool3 = nn.MaxPool2d(1), nn.MaxPool2d(1), nn.MaxPool2d(1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.cat([self.pool1(self.relu(self.a(x))), self.pool2(self.hardtanh(self.b(x)))], 1)
+        z = torch.cat([y, self.pool3(y), self.c(x)], 1)
+        return torch.cat([torch.sigmoid(z), z, z], 1)
+
+
 class PoolAct(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -177,6 +196,7 @@ PARITY_NETS: dict[str, Callable[[], tuple[nn.Module, tuple]]] = {
     "mlp": lambda: _build(Mlp, 4, 16),
     "residual": lambda: _build(Residual, 2, 3, 16, 16),
     "cat": lambda: _build(Cat, 2, 3, 16, 16),
+    "cat_groups": lambda: _build(CatGroups, 2, 3, 8, 8),
     "pool_act": lambda: _build(PoolAct, 2, 3, 16, 16),
     "transformer": lambda: _build(TransformerBlock, 2, 6, 16),
     "functional": lambda: _build(Functional, 2, 3, 8, 8),

@@ -434,6 +434,10 @@ class _Annotator:
         #: nodes whose output counts as quantized for a consumer's ``quantize`` policy: the
         #: observed ones and those of ``output: if_consumer_quantized`` rules.
         self.quantized: set[torch.fx.Node] = set()
+        #: outputs that continue their input's observer group because a ``quantize`` policy
+        #: propagated it (XNNPACK's ``propagate_annotation``): a cat reading one joins that
+        #: whole group, as torchao's implicit sharing does, instead of FX's split.
+        self.propagated: set[torch.fx.Node] = set()
 
     def run(self, graph: torch.fx.Graph, matches: list[Match]) -> None:
         for match in matches:
@@ -493,11 +497,16 @@ class _Annotator:
                 root = min(observed, key=lambda arg: order.get(arg, -1))
             inputs = [root, *(arg for arg in inputs if arg is not root)]
         for arg in inputs:
-            if root is not None and arg is not root:
-                qspec_map[arg] = SharedQuantizationSpec((root, first))
-                self.repoint(arg, (root, first))
-            else:
+            if root is None:
                 self.annotate_input(qspec_map, arg, rule.input, in_dtype)
+            elif arg is root:
+                # A real spec, as the hand-written quantizers give it: implicit sharing joins
+                # it to an observed root's group; a SharedQuantizationSpec here could close a
+                # cycle through the root's own input (cat of x and max_pool2d(x)).
+                qspec_map[arg] = self.quantizer.spec(rule.input)
+            else:
+                qspec_map[arg] = SharedQuantizationSpec((root, first))
+                self.repoint(arg, rule.input)
         # After the inputs: prepare_qat_pt2e's conv-bn rewrite reads the map in order (input,
         # weight, bias).
         self.annotate_weights(first, rule, qspec_map)
@@ -529,6 +538,8 @@ class _Annotator:
         annotation = last.meta["quantization_annotation"]
         if observation == "share":
             annotation.output_qspec = SharedQuantizationSpec(shared_edge)
+            if rule.policy.quantize != "always":
+                self.propagated.add(last)
         else:
             annotation.output_qspec = self.quantizer.spec(rule.output)
         self.observed[last] = out_dtype
@@ -553,11 +564,20 @@ class _Annotator:
             found.extend(item for item in items if _is_float_tensor(item) and item not in found)
         return found
 
-    def repoint(self, producer: torch.fx.Node, edge: tuple) -> None:
-        """FX replaces the observer of a shared input's producer by the first input's one."""
+    def repoint(self, producer: torch.fx.Node, name: str) -> None:
+        """FX replaces the observer of a shared input's producer by the first input's one.
+
+        The producer's output gets the sharing op's own input spec, not a
+        ``SharedQuantizationSpec`` of the root edge: torchao's implicit sharing then puts it in
+        the root's group (the edge into the sharing op is the same tensor, with the same spec),
+        and no reference points forward in graph order (a producer earlier than the root made
+        prepare assert) or around a cycle. Like FX, this splits the producer's output from its
+        own input group; a ``propagated`` producer keeps its annotation, so the sharing group
+        extends through it to its producers (torchao's semantics, what XNNPACKQuantizer gets).
+        """
         annotation = producer.meta.get("quantization_annotation")
-        if producer in self.observed and annotation is not None:
-            annotation.output_qspec = SharedQuantizationSpec(edge)
+        if producer in self.observed and producer not in self.propagated and annotation:
+            annotation.output_qspec = self.quantizer.spec(name)
 
 
 def _flat_args(node: torch.fx.Node) -> Iterator[Any]:
