@@ -305,8 +305,13 @@ def _quantize_policy(probed: dict[str, Any], key: str, context: str) -> str:
     (the ``mixed`` context: only the first input's) is enough or all inputs need one."""
     if context in ("alone", "post"):
         return "always"
+    # Spellings are probed like their unit; a unit with one float input was not probed
+    # ``mixed`` (it is ``pre`` then).
     units = probed.get("mixed") or {}
-    mixed = units.get(key, units.get(key.split("@")[0], {})).get("ops", [])  # spellings: alike
+    found = units.get(key, units.get(key.split("@")[0]))
+    if found is None:
+        found = (probed.get("pre") or {}).get(key, {})
+    mixed = found.get("ops", [])
     return "if_input_quantized" if _annotated(mixed) else "if_all_inputs_quantized"
 
 

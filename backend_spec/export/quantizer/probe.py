@@ -238,7 +238,7 @@ def probe_parts() -> tuple[SuiteParts, dict[str, tuple[str, ...]]]:
             continue
         names[unit.key] = unit.names
         widths = [_width(t) for t in made.example_inputs]
-        for context in SPELLING_CONTEXTS if unit.spelling else CONTEXTS:
+        for context in _contexts(unit, widths):
             probe_module = Probe(made.model, widths, _width(output), context)
             parts.add(
                 Branch(f"{context}:{unit.key}", unit.key, context),
@@ -247,6 +247,15 @@ def probe_parts() -> tuple[SuiteParts, dict[str, tuple[str, ...]]]:
             )
     _add_variants(parts)
     return parts, names
+
+
+def _contexts(unit: Unit, widths: list[int]) -> tuple[str, ...]:
+    """The contexts a unit is probed in: ``mixed`` only where it differs from ``pre`` (a
+    second float input; :mod:`.infer` reads ``pre`` in its place otherwise)."""
+    contexts = SPELLING_CONTEXTS if unit.spelling else CONTEXTS
+    if not any(width > 0 for width in widths[1:]):
+        contexts = tuple(c for c in contexts if c != "mixed")
+    return contexts
 
 
 class _Binary(nn.Module):
