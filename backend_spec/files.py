@@ -26,6 +26,16 @@ from pathlib import Path
 _TEMP_ATTEMPTS = 8
 
 
+def cache_folder() -> Path:
+    """bespec's cache folder: ``$BESPEC_CACHE_DIR``, else ``$XDG_CACHE_HOME/bespec``, else
+    ``~/.cache/bespec``. Everything kept there can be deleted at any time."""
+    folder = os.environ.get("BESPEC_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        "bespec",
+    )
+    return Path(folder)
+
+
 def suffix_of(path: str | os.PathLike[str]) -> str:
     """A file's suffix in lower case, the one way every reader and writer tells a spec's
     format from its name: ``x.TOML`` is read and written as TOML, ``x.Yml`` as YAML."""

@@ -201,8 +201,9 @@ def test_unknown_key_floods_are_refused_in_bounded_memory(tmp_path: Path) -> Non
         found = measured["found"][path]
         assert found[0] == ["BS201", line] and len(found) == 201, found[:3]
         assert found[-1][0] == "BS108"
+    # Growth over the import, not an absolute peak: torch's own footprint differs by build
+    # (about 300 MB for 2.13+cpu, 590 MB for the 2.14 CUDA build before any spec is read).
     assert measured["peak"] - measured["baseline"] < 200, measured
-    assert measured["peak"] < 500, measured
 
 
 def _capped_spec(folder: Path) -> Path:

@@ -24,9 +24,11 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "names": ("compiler", *CONSUMERS),
     "compiler": CONSUMERS,
     "lint": ("analysis", "check", "cli", "export"),
-    "export": ("check", "cli", "lint"),
+    # export of a pt2e Quantizer verifies the spec by quantizing sample models (check's
+    # synthesizer), so export sits above check, and check never reads export's writers.
+    "export": ("cli", "lint"),
     "analysis": ("check", "cli", "lint"),
-    "check": ("cli", "lint"),
+    "check": ("cli", "lint", "export"),
     "pt2e": ("cli", "lint"),
 }
 

@@ -238,7 +238,7 @@ def _dtype_config_text(dtype_config: DTypeConfig | None) -> list[str]:
     """The DTypeConfig under test as spec text (identifies the case in the golden)."""
     if dtype_config is None:
         return []
-    from backend_spec.export.dtypes import dtype_config_doc
+    from backend_spec.compiler.described import dtype_config_doc
 
     return [f"{key}: {value}" for key, value in dtype_config_doc(dtype_config).items()]
 

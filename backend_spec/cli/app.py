@@ -571,6 +571,12 @@ def lint_command(
         str, format_option(*REPORT_FORMATS, help="text, json, github or sarif.")
     ] = "text",
     allow_import: AllowImport = None,
+    no_cache: Annotated[
+        bool,
+        typer.Option(
+            "--no-cache", help="Lint every file afresh (results are otherwise cached per file)."
+        ),
+    ] = False,
 ) -> None:
     """Report every problem of each SPEC: loader errors and semantic rules (docs/rules.md)."""
     from backend_spec.cli.render.console import use_color
@@ -583,7 +589,7 @@ def lint_command(
     settings = project()
     try:
         chosen = merged(settings.lint, select, ignore, strict)
-        report = lint_files(specs, chosen, settings.allowed(allow_import))
+        report = lint_files(specs, chosen, settings.allowed(allow_import), use_cache=not no_cache)
     except ValueError as exc:
         raise fail_usage(str(exc)) from None
     sys.stdout.write(render_lint(report, fmt, color=use_color(sys.stdout)))

@@ -10,9 +10,27 @@ and selects them (``--select``/``--ignore``); :mod:`.context` is what a rule see
 
 from __future__ import annotations
 
-from backend_spec.lint.context import LintContext, Problem
-from backend_spec.lint.registry import Rule, Selection, all_rules, select_rules
-from backend_spec.lint.runner import lint_path
+import importlib
+from typing import Any
+
+#: Where each public name lives. They are imported on first use, so that a module of this
+#: package that needs no torch (:mod:`.cache`, :mod:`.session` on a cache hit) stays light.
+_EXPORTS = {
+    "LintContext": "context",
+    "Problem": "context",
+    "Rule": "registry",
+    "Selection": "registry",
+    "all_rules": "registry",
+    "select_rules": "registry",
+    "lint_path": "runner",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+
 
 __all__ = [
     "LintContext",

@@ -6,9 +6,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from backend_spec.diagnostics import Diagnostic, Severity
-from backend_spec.lint.registry import Selection, select_rules
-from backend_spec.lint.runner import lint_path
+from backend_spec.diagnostics import Diagnostic, Severity, SpecError
+from backend_spec.lint import cache
 from backend_spec.settings import LintSettings
 
 
@@ -45,21 +44,48 @@ def lint_files(
     paths: Sequence[Path],
     settings: LintSettings = LintSettings(),
     allow_imports: Iterable[str] = (),
+    *,
+    use_cache: bool = True,
 ) -> LintReport:
     """Lint each file with one set of settings (the project's with the command line's on top:
     :func:`backend_spec.lint.settings.merged`); never settings found next to a spec.
 
-    ``allow_imports`` is the allow-list of every file. Raises ValueError on a selection that
+    ``allow_imports`` is the allow-list of every file. A file linted before with the same
+    bytes, selection, bespec and torch is answered from :mod:`.cache` (``use_cache=False`` or
+    ``BESPEC_NO_CACHE=1``: never). Raises ValueError on a selection that
     names no rule (the caller's misuse, not a spec problem).
     """
     report = LintReport(files=len(paths))
-    rules = select_rules(Selection(settings.select, settings.ignore))
+    allow_imports = tuple(allow_imports)
+    selection = [f"select {settings.select}", f"ignore {settings.ignore}"]
+    rules = None
     for path in paths:
-        found = lint_path(path, rules, allow_imports)
+        cached = use_cache and cache.enabled() and not allow_imports
+        key = _cache_key(path, selection) if cached else None
+        found = cache.lookup(key) if key else None
+        if found is None:
+            from backend_spec.lint.registry import Selection, select_rules
+            from backend_spec.lint.runner import lint_path
+
+            if rules is None:
+                rules = select_rules(Selection(settings.select, settings.ignore))
+            found = lint_path(path, rules, allow_imports)
+            if key:
+                cache.store(key, found)
         report.diagnostics.extend(found)
         if any(_fails(d.severity, settings.strict) for d in found):
             report.failed = True
     return report
+
+
+def _cache_key(path: Path, selection: list[str]) -> str | None:
+    """The lint cache's key of ``path`` (None when unreadable: the linter reports why)."""
+    from backend_spec.specfile.source import read_spec_bytes
+
+    try:
+        return cache.key(Path(path), read_spec_bytes(path), selection)
+    except SpecError:
+        return None
 
 
 def sarif_rules() -> tuple[dict[str, str], dict[str, dict[str, object]]]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import re
 import threading
 from collections.abc import Iterator
@@ -110,13 +109,10 @@ def cache_path() -> Path:
     cache folder (``$XDG_CACHE_HOME/bespec``, ``~/.cache/bespec``). One file per bespec and
     torch minor version, since either may change what a trace records."""
     from backend_spec import __version__
+    from backend_spec.files import cache_folder
 
-    folder = os.environ.get("BESPEC_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-        "bespec",
-    )
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", f"aten-traces-bespec-{__version__}-torch-{TORCH_MINOR}")
-    return Path(folder) / f"{safe}.json"
+    return cache_folder() / f"{safe}.json"
 
 
 _DISK_LOCK = threading.Lock()

@@ -1,0 +1,41 @@
+"""A compiled DTypeConfig read back as the spec mapping that builds it.
+
+The compiler's inverse for dtype configs: ``export`` writes these mappings into specs and
+``check`` records them in goldens, so both read them from here, below either of them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from backend_spec._torch import DTypeConfig, DTypeWithConstraints
+from backend_spec.compiler.observed import observer_options
+from backend_spec.names.dtypes import dtype_name
+from backend_spec.specfile.fields import CONSTRAINT_FIELDS, DTYPE_CONFIG_MAPPINGS
+
+DTypeDoc = dict[str, Any]
+
+
+def constraints_doc(dwc: DTypeWithConstraints) -> str | dict[str, Any] | None:
+    """A bare dtype name when only ``dtype`` is set, else a mapping of the set fields."""
+    extra = {f: getattr(dwc, f) for f in CONSTRAINT_FIELDS if getattr(dwc, f) is not None}
+    extra.update(observer_options(dwc))
+    if not extra:
+        return None if dwc.dtype is None else dtype_name(dwc.dtype)
+    if dwc.dtype is None:
+        raise ValueError(f"constraints {extra} without a dtype cannot be written in a spec")
+    return {"dtype": dtype_name(dwc.dtype), **extra}
+
+
+def dtype_config_doc(dc: DTypeConfig) -> DTypeDoc:
+    """The spec mapping of one DTypeConfig: only the fields that are set."""
+    doc: DTypeDoc = {}
+    for key in DTYPE_CONFIG_MAPPINGS:
+        value = constraints_doc(getattr(dc, f"{key}_with_constraints"))
+        if value is not None:
+            doc[key] = value
+    if dc.bias_dtype is not None:
+        doc["bias_dtype"] = dtype_name(dc.bias_dtype)
+    if dc.is_dynamic is not None:
+        doc["is_dynamic"] = dc.is_dynamic
+    return doc
