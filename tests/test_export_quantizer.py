@@ -153,6 +153,42 @@ def test_unknown_observer_arguments_are_a_gap():
     assert any("['bins']" in gap.what for gap in inferred.gaps)
 
 
+def _conv_relu_probes(functional_fused: bool) -> dict:
+    """Probe data of conv + relu written with modules (fused: one output, on the relu) and
+    with ``F.relu`` (fused alike, or conv and relu annotated on their own)."""
+    weight = {**_described(ACT), "qscheme": "per_channel_symmetric", "ch_axis": 0}
+    conv_kinds = {"0": "act", "1": "param"}
+    conv = _op({"0": _described(ACT), "1": weight}, None, conv_kinds)
+    relu = {**_op({}, _described(ACT), {"0": "act"}), "target": "aten.relu.default"}
+    fused = [conv, relu]
+    apart = [{**conv, "output": _described(ACT)}, {**relu, "inputs": {"0": _described(ACT)}}]
+    key = "nn.Conv2d>nn.ReLU"
+    units = {
+        key: {"ops": fused},
+        f"{key}@nn.Conv2d>F.relu": {"ops": fused if functional_fused else apart},
+    }
+    return {"alone": {k: {**v, "pre": [], "post": []} for k, v in units.items()}}
+
+
+@pytest.mark.parametrize("functional_fused", [True, False], ids=["any_spelling", "modules_only"])
+def test_a_fusion_the_quantizer_matches_by_module_is_spelled_with_modules(functional_fused):
+    from backend_spec.compiler.observed import pattern_aten
+
+    names = {
+        "nn.Conv2d>nn.ReLU": ("nn.Conv2d", "nn.ReLU"),
+        "nn.Conv2d>nn.ReLU@nn.Conv2d>F.relu": ("nn.Conv2d", "F.relu"),
+    }
+    inferred = infer(_conv_relu_probes(functional_fused), names, "t")
+    (config,) = inferred.backend_config.configs
+    if functional_fused:  # the ATen chain: matched however the model writes it
+        assert pattern_aten(config) == [
+            [["aten.conv2d.default"], ["aten.relu.default", "aten.relu_.default"]]
+        ]
+    else:  # the modules only, and the conv keeps its weight quantized (a reference module)
+        assert config.pattern == (torch.nn.Conv2d, torch.nn.ReLU) and not pattern_aten(config)
+        assert config.root_module is torch.nn.Conv2d
+
+
 def _bespec(*args, cwd=ROOT):
     return subprocess.run(
         [sys.executable, "-m", "backend_spec", *args],
@@ -176,20 +212,62 @@ def _export(tmp_path, ref, *extra):
     return done, out
 
 
-def _hidden_models():
+def _hidden_models(*excluded: str):
     """Models the export never saw: ResNet-18 shaped, and the parity nets of issue 18."""
     from backend_spec.pt2e import parity_nets
     from backend_spec.pt2e.nets import NETS
 
-    return [("resnet18_net", NETS["resnet18_net"]), *parity_nets.PARITY_NETS.items()]
+    models = [("resnet18_net", NETS["resnet18_net"]), *parity_nets.PARITY_NETS.items()]
+    return [(name, factory) for name, factory in models if name not in excluded]
 
 
-def _matches(spec: Path, original) -> list[str]:
+def _matches(spec: Path, original, *excluded: str) -> list[str]:
     import backend_spec
     from backend_spec.pt2e.compare import compare_quantizers
 
-    results = compare_quantizers(original, lambda: backend_spec.quantizer(spec), _hidden_models())
+    models = _hidden_models(*excluded)
+    results = compare_quantizers(original, lambda: backend_spec.quantizer(spec), models)
     return [f"{r.name}: {d}" for r in results for d in r.differences]
+
+
+# --- the slow tests: one CLI export per quantizer, checked on models it never saw -----------
+
+XNNPACK_FACTORY = """\
+from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+    XNNPACKQuantizer, get_symmetric_quantization_config)
+
+def make():
+    q = XNNPACKQuantizer()
+    q.set_global(get_symmetric_quantization_config(is_per_channel={per_channel}))
+    return q
+"""
+
+X86_FACTORY = """\
+from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
+    X86InductorQuantizer, get_default_x86_inductor_quantization_config)
+
+def make():
+    q = X86InductorQuantizer()
+    q.set_global(get_default_x86_inductor_quantization_config())
+    return q
+"""
+
+
+def _factory_module(folder: Path, source: str):
+    """The factory file written and imported (the original the spec is compared with)."""
+    path = folder / "factory.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(f"factory_{folder.name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return path, module
+
+
+def _export_factory(folder: Path, source: str):
+    """(CLI result, spec path, the original's factory) of exporting ``source``'s ``make``."""
+    path, module = _factory_module(folder, source)
+    out = folder / "spec.yaml"
+    return _bespec("export", f"{path}:make", "-o", str(out)), out, module.make
 
 
 @pytest.mark.slow
@@ -239,83 +317,27 @@ CAT_GROUPS = (
 
 @pytest.mark.slow
 @needs_executorch
-@pytest.mark.xfail(strict=True, reason=CAT_GROUPS)
 @pytest.mark.parametrize("per_channel", [True, False], ids=["per_channel", "per_tensor"])
 def test_xnnpack_quantizer_exports_and_matches_unseen_models(tmp_path, per_channel):
-    factory = tmp_path / "xnn.py"
-    factory.write_text(
-        "from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (\n"
-        "    XNNPACKQuantizer, get_symmetric_quantization_config)\n\n"
-        "def make():\n"
-        "    q = XNNPACKQuantizer()\n"
-        f"    q.set_global(get_symmetric_quantization_config(is_per_channel={per_channel}))\n"
-        "    return q\n"
-    )
-    done, out = _export(tmp_path, f"{factory}:make")
-    assert done.returncode == 0, done.stderr
-    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
-        XNNPACKQuantizer,
-        get_symmetric_quantization_config,
-    )
-
-    def original():
-        quantizer = XNNPACKQuantizer()
-        quantizer.set_global(get_symmetric_quantization_config(is_per_channel=per_channel))
-        return quantizer
-
+    """One export per configuration (the slow part). Until the inferred spec propagates
+    through slice (CAT_GROUPS) it is refused: the refusal must name the op and write nothing,
+    and the test is then an expected failure; once it exports, the spec must match."""
+    done, out, original = _export_factory(tmp_path, XNNPACK_FACTORY.format(per_channel=per_channel))
+    if done.returncode != 0:
+        assert done.returncode == 1, done.stderr
+        assert "aten.slice.Tensor" in done.stderr and "nothing was written" in done.stderr
+        assert not out.exists()
+        pytest.xfail(CAT_GROUPS)
     assert _matches(out, original) == []
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="X86: the inferred spec matches 12 of 14 models, but conv + hardswish before a "
-    "max_pool2d, functional convs with parameter weights and the cat share groups (CAT_GROUPS) "
-    "differ, so export refuses naming those ops",
-)
 def test_x86_inductor_quantizer_exports_and_matches_unseen_models(tmp_path):
-    factory = tmp_path / "x86q.py"
-    factory.write_text(
-        "from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (\n"
-        "    X86InductorQuantizer, get_default_x86_inductor_quantization_config)\n\n"
-        "def make():\n"
-        "    q = X86InductorQuantizer()\n"
-        "    q.set_global(get_default_x86_inductor_quantization_config())\n"
-        "    return q\n"
-    )
-    done, out = _export(tmp_path, f"{factory}:make")
+    done, out, original = _export_factory(tmp_path, X86_FACTORY)
     assert done.returncode == 0, done.stderr
-    from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
-        X86InductorQuantizer,
-        get_default_x86_inductor_quantization_config,
-    )
-
-    def original():
-        quantizer = X86InductorQuantizer()
-        quantizer.set_global(get_default_x86_inductor_quantization_config())
-        return quantizer
-
-    assert _matches(out, original) == []
-
-
-@pytest.mark.slow
-@needs_executorch
-def test_an_xnnpack_refusal_names_the_ops_and_writes_nothing(tmp_path):
-    """Until the inferred spec propagates through slice (see CAT_GROUPS), XNNPACK is refused:
-    the refusal must name the op and write nothing."""
-    factory = tmp_path / "xnn.py"
-    factory.write_text(
-        "from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (\n"
-        "    XNNPACKQuantizer, get_symmetric_quantization_config)\n\n"
-        "def make():\n"
-        "    return XNNPACKQuantizer().set_global(get_symmetric_quantization_config())\n"
-    )
-    done, out = _export(tmp_path, f"{factory}:make")
-    if done.returncode == 0:
-        pytest.fail("XNNPACK now exports: drop the xfail of the export tests and this test")
-    assert done.returncode == 1
-    assert "aten.slice.Tensor" in done.stderr and "nothing was written" in done.stderr
-    assert not out.exists()
+    assert "verified: 8/8 models" in done.stderr
+    # X86InductorQuantizer itself raises on resnet18_net (one ReLU module called twice).
+    assert _matches(out, original, "resnet18_net") == []
 
 
 def test_a_refusal_names_each_differing_op_and_the_gaps():

@@ -53,9 +53,6 @@ _OBSERVERS = {
 }
 _FLOAT_EPS = float(torch.finfo(torch.float32).eps)
 
-#: Op names preferred for an ATen op in a pattern (FX reads them; pt2e matches the aten chain).
-_NAME_PREFIXES = ("F.", "torch.", "operator.", "nn.", "method:")
-
 
 @dataclass
 class Gap:
@@ -90,7 +87,8 @@ def infer(probed: dict[str, Any], unit_names: dict[str, tuple[str, ...]], name: 
         else:
             fusions.append((key, names))
     for key, names in fusions:
-        builder.fusion(key, names, probed)
+        spelled = next((k for k in unit_names if k.startswith(f"{key}@")), None)
+        builder.fusion(key, names, probed, spelled)
     return builder.result()
 
 
@@ -139,7 +137,11 @@ class _Builder:
                 self.gap(key, policy.pop("gap"))
             self.add([op["target"]], [chosen], op, op, policy, any_spelling=any_spelling)
 
-    def fusion(self, key: str, names: tuple[str, ...], probed: dict[str, Any]) -> None:
+    def fusion(
+        self, key: str, names: tuple[str, ...], probed: dict[str, Any], spelled: str | None
+    ) -> None:
+        """One entry for the chain; spelled with its modules (matched only as modules) when
+        the quantizer annotates the chain written with functions (``spelled``) otherwise."""
         context, ops = _first_annotated(probed, key)
         if context is None or len(ops) < 2:
             return
@@ -155,7 +157,8 @@ class _Builder:
             policy["consumers"] = "quantizing"
         if any(_extra_inputs(o) for o in ops[1:]):
             policy.update(extra_inputs="quantized", chain_input="any")
-        self.add(targets, kept, ops[0], ops[-1], policy)
+        any_spelling = spelled is None or _first_annotated(probed, spelled) == (context, ops)
+        self.add(targets, kept, ops[0], ops[-1], policy, any_spelling=any_spelling)
 
     # --- one entry ----------------------------------------------------------------------------
 
@@ -168,7 +171,7 @@ class _Builder:
         policy: dict[str, str],
         any_spelling: bool = True,
     ) -> None:
-        chain_key = ">".join(targets) + ("" if any_spelling else f"@{names[0]}")
+        chain_key = ">".join(targets) + ("" if any_spelling else f"@{'>'.join(names)}")
         if chain_key in self.seen_chains:
             return
         self.seen_chains.add(chain_key)
@@ -214,7 +217,7 @@ class _Builder:
             is_dynamic=bool(act.get("is_dynamic")) or None,
         )
         pattern = names[0] if len(names) == 1 else tuple(names)
-        resolved = _resolve(pattern) if any_spelling else _resolve_exact(names[0])
+        resolved = _resolve(pattern) if any_spelling else _resolve_exact(names)
         config = BackendPatternConfig(resolved).set_observation_type(observation)
         _reference_modules(config, resolved)
         config.set_dtype_configs([dtype_config])
@@ -302,8 +305,13 @@ def _quantize_policy(probed: dict[str, Any], key: str, context: str) -> str:
     (the ``mixed`` context: only the first input's) is enough or all inputs need one."""
     if context in ("alone", "post"):
         return "always"
+    # Spellings are probed like their unit; a unit with one float input was not probed
+    # ``mixed`` (it is ``pre`` then).
     units = probed.get("mixed") or {}
-    mixed = units.get(key, units.get(key.split("@")[0], {})).get("ops", [])  # spellings: alike
+    found = units.get(key, units.get(key.split("@")[0]))
+    if found is None:
+        found = (probed.get("pre") or {}).get(key, {})
+    mixed = found.get("ops", [])
     return "if_input_quantized" if _annotated(mixed) else "if_all_inputs_quantized"
 
 
@@ -381,16 +389,21 @@ def _alternatives(target: str) -> list[str]:
 
 
 def _resolve(pattern: Any) -> Any:
+    from backend_spec.export.quantizer.probe import functional_name
     from backend_spec.names.naming import resolve_name
 
+    # FX fuses module chains only with a fuser, while function chains are plain patterns.
     if isinstance(pattern, tuple):
-        return tuple(resolve_name(_function_name(n)) for n in pattern)
-    return resolve_name(_function_name(pattern))
+        return tuple(resolve_name(functional_name(n)) for n in pattern)
+    return resolve_name(functional_name(pattern))
 
 
 def _reference_modules(config: BackendPatternConfig, op: Any) -> None:
     """A module op keeps its weight quantized only with a root and reference module (FX swaps
-    the module; the pt2e rule follows FX): take them from torch's native backend."""
+    the module; the pt2e rule follows FX): take them from torch's native backend. A module
+    chain (spelled with its modules) is rooted at its first module."""
+    if isinstance(op, tuple):
+        op = op[0]
     if not isinstance(op, type):
         return
     from backend_spec.names.vocabulary import builtin_backend_config
@@ -402,24 +415,9 @@ def _reference_modules(config: BackendPatternConfig, op: Any) -> None:
             return
 
 
-def _resolve_exact(name: str) -> Any:
+def _resolve_exact(names: list[str]) -> Any:
+    """The pattern exactly as spelled (modules stay modules): matched by how it was written."""
     from backend_spec.names.naming import resolve_name
 
-    return resolve_name(name)
-
-
-def _function_name(name: str) -> str:
-    """The functional spelling of a module op when the table has one (``nn.ReLU`` -> ``F.relu``):
-    FX fuses module chains only with a fuser, while function chains are plain patterns."""
-    from backend_spec.pt2e.aten import _cached_table
-
-    table = _cached_table()
-    chain = (table.get(name) or {}).get("chain")
-    if not chain:
-        return name
-    same = [n for n, d in table.items() if d.get("chain") == chain and not n.startswith("nni.")]
-    for prefix in _NAME_PREFIXES:
-        for candidate in sorted(same):
-            if candidate.startswith(prefix):
-                return candidate
-    return name
+    resolved = tuple(resolve_name(name) for name in names)
+    return resolved[0] if len(resolved) == 1 else resolved

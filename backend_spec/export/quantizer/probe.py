@@ -31,7 +31,9 @@ from backend_spec._torch import BackendPatternConfig, quiet, torch
 nn = torch.nn
 
 CONTEXTS = ("alone", "pre", "mixed", "post", "pre_post")
-SPELLING_CONTEXTS = ("alone", "pre")
+#: Where a spelling is probed besides its unit: ``pre_post`` because some quantizers annotate an
+#: op only between quantized ops (X86's flatten), where its spellings must be compared too.
+SPELLING_CONTEXTS = ("alone", "pre", "pre_post")
 
 #: Chains probed besides the packaged table's single ops: the fusions quantizers annotate as
 #: one unit (spec op names, forward order). The table's own multi-op chains come from fused
@@ -98,8 +100,43 @@ def units() -> tuple[Unit, ...]:
         chosen = _preferred(names)
         found.append(Unit((chosen,), key))
         found += [Unit((n,), f"{key}@{n}", True) for n in sorted(names) if n != chosen]
-    found += [Unit(names, ">".join(names)) for names in FUSION_CANDIDATES]
+    for names in FUSION_CANDIDATES:
+        found.append(Unit(names, ">".join(names)))
+        spelled = functional_tail(names)
+        if spelled != names:
+            found.append(Unit(spelled, f"{'>'.join(names)}@{'>'.join(spelled)}", True))
     return tuple(found)
+
+
+def functional_tail(names: tuple[str, ...]) -> tuple[str, ...]:
+    """A fusion with every module after the first written as a function (``nn.Conv2d`` then
+    ``F.hardswish``): quantizers that match module classes (X86) do not fuse it, so a fusion
+    entry must then name the modules rather than the ATen chain. BatchNorm stays a module
+    (only a module is folded), and so do operators (``torch.add`` beside ``+`` in one graph
+    makes X86InductorQuantizer raise)."""
+    return names[:1] + tuple(
+        functional_name(n) if n.startswith("nn.") and "BatchNorm" not in n else n for n in names[1:]
+    )
+
+
+def functional_name(name: str) -> str:
+    """The functional spelling of an op when the table has one (``nn.ReLU`` -> ``F.relu``)."""
+    from backend_spec.pt2e.aten import _cached_table
+
+    table = _cached_table()
+    chain = (table.get(name) or {}).get("chain")
+    if not chain:
+        return name
+    same = [n for n, d in table.items() if d.get("chain") == chain and not n.startswith("nni.")]
+    for prefix in _FUNCTION_PREFIXES:
+        for candidate in sorted(same):
+            if candidate.startswith(prefix):
+                return candidate
+    return name
+
+
+#: Op names preferred for a functional spelling, in order.
+_FUNCTION_PREFIXES = ("F.", "torch.", "operator.", "nn.", "method:")
 
 
 def _skipped(target: str) -> bool:
@@ -201,7 +238,7 @@ def probe_parts() -> tuple[SuiteParts, dict[str, tuple[str, ...]]]:
             continue
         names[unit.key] = unit.names
         widths = [_width(t) for t in made.example_inputs]
-        for context in SPELLING_CONTEXTS if unit.spelling else CONTEXTS:
+        for context in _contexts(unit, widths):
             probe_module = Probe(made.model, widths, _width(output), context)
             parts.add(
                 Branch(f"{context}:{unit.key}", unit.key, context),
@@ -210,6 +247,15 @@ def probe_parts() -> tuple[SuiteParts, dict[str, tuple[str, ...]]]:
             )
     _add_variants(parts)
     return parts, names
+
+
+def _contexts(unit: Unit, widths: list[int]) -> tuple[str, ...]:
+    """The contexts a unit is probed in: ``mixed`` only where it differs from ``pre`` (a
+    second float input; :mod:`.infer` reads ``pre`` in its place otherwise)."""
+    contexts = SPELLING_CONTEXTS if unit.spelling else CONTEXTS
+    if not any(width > 0 for width in widths[1:]):
+        contexts = tuple(c for c in contexts if c != "mixed")
+    return contexts
 
 
 class _Binary(nn.Module):
