@@ -20,7 +20,8 @@ PIP := $(PY) -m pip install --quiet --quiet
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) --upgrade pip
-	# The CPU wheel for 2.13.0: an unpinned torch would pull gigabytes of CUDA packages.
+	# The CPU wheel: torch==2.13.0 by default (TORCH=2.14.1 for the second venv); an unpinned
+	# torch would pull gigabytes of CUDA packages.
 	$(PIP) torch==$(TORCH)
 	# torchao (the pt2e extra) is pinned; pip keeps the torch installed above.
 	$(PIP) --config-settings editable_mode=compat -e '.[dev,pt2e]'
