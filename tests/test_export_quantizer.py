@@ -145,6 +145,45 @@ def test_inference_of_a_conv_entry(label, output, policy, gap):
     assert [g.what for g in inferred.gaps] == ([gap] if gap else [])
 
 
+def _derived_bias(quant_min, source="input:1"):
+    return {
+        "kind": "derived",
+        "dtype": "int32",
+        "quant_min": quant_min,
+        "quant_max": 2**31 - 1,
+        "qscheme": "per_channel_symmetric",
+        "ch_axis": 0,
+        "from": ["input:0", source],
+        "fn": "f",
+    }
+
+
+BIAS_CASES = [
+    # (the bias qspec a conv got, the bias_qspec inferred, whether it is a gap)
+    ("float", None, None, False),
+    ("int32 full range", _derived_bias(-(2**31)), "derived", False),
+    ("int32 narrow range", _derived_bias(-(2**31) + 1), "derived_narrow", False),
+    ("16-bit range", _derived_bias(-(2**15)), None, True),
+    ("from the output", _derived_bias(-(2**31), "output"), None, True),
+]
+
+
+@pytest.mark.parametrize(
+    ("label", "bias", "policy", "gap"), BIAS_CASES, ids=[c[0] for c in BIAS_CASES]
+)
+def test_inference_of_a_derived_bias(label, bias, policy, gap):
+    from backend_spec.compiler.observed import pattern_policy
+
+    weight = {**_described(ACT), "qscheme": "per_channel_symmetric", "ch_axis": 0}
+    kinds = {"0": "act", "1": "param", "2": "param"}
+    op = _op({"0": _described(ACT), "1": weight, "2": bias}, _described(ACT), kinds)
+    probed = {"alone": {"aten.conv2d.default": {"ops": [op], "pre": [], "post": []}}}
+    inferred = infer(probed, {"aten.conv2d.default": ("F.conv2d",)}, "t")
+    (config,) = inferred.backend_config.configs
+    assert pattern_policy(config).get("bias_qspec") == policy
+    assert any("its bias is quantized" in g.what for g in inferred.gaps) == gap
+
+
 def test_unknown_observer_arguments_are_a_gap():
     odd = {**_described(ACT), "kwargs": {"eps": 2**-12, "bins": 128}}
     op = _op({"0": odd}, odd, {"0": "act"})
@@ -298,10 +337,10 @@ def test_own_quantizer_with_fixed_and_shared_qspecs_round_trips(tmp_path):
 
 @pytest.mark.slow
 def test_a_quantizer_the_format_cannot_express_is_refused_naming_the_ops(tmp_path):
-    done, out = _export(tmp_path, f"{FIXTURES / 'odd.py'}:derived_bias_quantizer")
+    done, out = _export(tmp_path, f"{FIXTURES / 'odd.py'}:odd_bias_quantizer")
     assert done.returncode == 1
     assert "aten.conv2d.default" in done.stderr
-    assert "its bias is quantized (derived qspec)" in done.stderr
+    assert "its bias is quantized (derived, not int32 from its input and weight" in done.stderr
     assert "nothing was written" in done.stderr
     assert not out.exists()
 
