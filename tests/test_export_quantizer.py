@@ -397,3 +397,51 @@ def test_a_refusal_names_each_differing_op_and_the_gaps():
     assert "mlp: linear: out[0.1,3] vs float" in text
     assert "aten.conv2d.default: its bias is quantized" in text
     assert text.endswith("nothing was written\n")
+
+
+def _failing_quantizer(target):
+    """A quantizer class with a bug on one op: it raises when the graph has ``target``."""
+    from torchao.quantization.pt2e.quantizer import Quantizer
+
+    class FailsOn(Quantizer):
+        def annotate(self, model):
+            if any(node.target == target for node in model.graph.nodes):
+                raise RuntimeError(f"cannot annotate {target}")
+            return model
+
+        def validate(self, model):
+            """Nothing to check."""
+
+    return FailsOn
+
+
+def _three_branch_suite():
+    parts = probe.SuiteParts()
+    for label, module in (
+        ("relu", torch.nn.ReLU()),
+        ("sigmoid", torch.nn.Sigmoid()),
+        ("tanh", torch.nn.Tanh()),
+    ):
+        parts.add(probe.Branch(label), module, (torch.randn(2, 4),))
+    return probe.export_suite(parts).module(check_guards=False), tuple(parts.inputs)
+
+
+def test_the_branches_a_quantizer_fails_on_are_found_and_left_out():
+    from backend_spec.export.quantizer.verify import failing_branches, run, without
+
+    suite, inputs = _three_branch_suite()
+    factory = _failing_quantizer(torch.ops.aten.sigmoid.default)
+    assert run(suite, factory(), inputs).error
+    assert failing_branches(suite, factory, inputs, 3) == {1}
+    rest = run(without(suite, {1}), factory(), inputs)
+    assert not rest.error and rest.outputs[1] is None
+    assert torch.equal(rest.outputs[2], torch.tanh(inputs[2]))
+
+
+def test_a_quantizer_that_fails_everywhere_is_not_bisected_past_the_cap(monkeypatch):
+    from backend_spec.export.quantizer import verify
+
+    suite, inputs = _three_branch_suite()
+    factory = _failing_quantizer(torch.ops.aten.tanh.default)
+    monkeypatch.setattr(verify, "MAX_ISOLATION_RUNS", 1)
+    assert verify.failing_branches(suite, factory, inputs, 3) is None

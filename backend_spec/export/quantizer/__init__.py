@@ -49,6 +49,8 @@ class QuantizerExport:
     probes: list[BranchResult] = field(default_factory=list)
     #: A crash of either quantizer on the suite ("quantizer: ..." / "spec: ...").
     error: str = ""
+    #: Branches the original quantizer itself fails on (left out of probing and verification).
+    left_out: list[str] = field(default_factory=list)
 
     @property
     def matched(self) -> int:
@@ -105,12 +107,18 @@ def export_quantizer(
     inputs = tuple(_suite_inputs())
     recorder = probe.recording(factory())
     original = run(suite, recorder, inputs)
+    dropped: set[int] = set()
     if original.error:
-        raise ValueError(f"the quantizer fails on the probe suite: {original.error}")
+        suite, dropped = _without_failing(suite, factory, inputs, len(branches), original.error)
+        recorder = probe.recording(factory())
+        original = run(suite, recorder, inputs)
+        if original.error:
+            raise ValueError(f"the quantizer fails on the probe suite: {original.error}")
     probed = probe.by_context(recorder.snapshot, branches)
     inferred = infer(probed, unit_names, name)
     text = dump(inferred.backend_config, fmt, name=name)
     result = QuantizerExport(text, inferred)
+    result.left_out = [branches[index].label for index in sorted(dropped)]
     candidate = _spec_quantizer(text, fmt)
     spec_run = run(suite, candidate(), inputs)
     if spec_run.error:
@@ -118,10 +126,26 @@ def export_quantizer(
         return result
     labels = [branch.label for branch in branches]
     compared = compare_runs(suite, labels, original, spec_run)
-    result.models = [r for r, b in zip(compared, branches, strict=True) if b.unit is None]
-    result.probes = [r for r, b in zip(compared, branches, strict=True) if b.unit is not None]
+    kept = [
+        (r, b) for i, (r, b) in enumerate(zip(compared, branches, strict=True)) if i not in dropped
+    ]
+    result.models = [r for r, b in kept if b.unit is None]
+    result.probes = [r for r, b in kept if b.unit is not None]
     result.models += _user_models(factory, candidate, list(probe_models), result)
     return result
+
+
+def _without_failing(
+    suite: Any, factory: Callable[[], Any], inputs: tuple, count: int, error: str
+) -> tuple[Any, set[int]]:
+    """The suite without the branches the quantizer fails on by itself (a quantizer's own bug
+    on one op or model must not stop the export of the rest), and their indices."""
+    from backend_spec.export.quantizer.verify import failing_branches, without
+
+    dropped = failing_branches(suite, factory, inputs, count)
+    if not dropped:
+        raise ValueError(f"the quantizer fails on the probe suite: {error}")
+    return without(suite, dropped), dropped
 
 
 def _user_models(

@@ -65,6 +65,56 @@ def run(exported: Any, quantizer: Any, inputs: tuple) -> Run:
     return Run(_named_constants(placement(converted), exported), tuple(outputs))
 
 
+#: Quantizer runs spent finding the branches a quantizer fails on, at most (then the export
+#: gives up with the quantizer's error): a quantizer that fails everywhere is not bisected.
+MAX_ISOLATION_RUNS = 24
+
+
+def without(exported: Any, dropped: set[int]) -> Any:
+    """A copy of the suite module in which the ``dropped`` branches compute nothing: their
+    outputs are ``None`` and their nodes are gone (inputs stay, so the call is unchanged)."""
+    if not dropped:
+        return exported
+    module = copy.deepcopy(exported)
+    children = module._out_spec.children_specs
+    output = next(node for node in module.graph.nodes if node.op == "output")
+    leaves, start = list(output.args[0]), 0
+    for index, child in enumerate(children):
+        if index in dropped:
+            leaves[start : start + child.num_leaves] = [None] * child.num_leaves
+        start += child.num_leaves
+    output.args = (tuple(leaves),)
+    module.graph.eliminate_dead_code()
+    module.recompile()
+    return module
+
+
+def failing_branches(exported: Any, factory: Any, inputs: tuple, count: int) -> set[int] | None:
+    """The branches (of ``count``) that ``factory()``'s quantizer fails on by themselves, found
+    by halving; ``None`` when that takes more than :data:`MAX_ISOLATION_RUNS` runs."""
+    failing: set[int] = set()
+    pending = [list(range(count))]
+    runs = 0
+    while pending:
+        chunk = pending.pop()
+        halves = (
+            [chunk] if len(chunk) == 1 else [chunk[: len(chunk) // 2], chunk[len(chunk) // 2 :]]
+        )
+        for half in halves:
+            runs += 1
+            if runs > MAX_ISOLATION_RUNS:
+                return None
+            kept = set(half)
+            module = without(exported, set(range(count)) - kept)
+            if not run(module, factory(), inputs).error:
+                continue
+            if len(half) == 1:
+                failing.update(half)
+            else:
+                pending.append(half)
+    return failing
+
+
 def _named_constants(found: dict[str, list[tuple]], exported: Any) -> dict[str, list[tuple]]:
     """Inputs read from constants the quantizer made (a scalar turned tensor is
     ``_tensor_constant0`` in one flow and ``_bespec_scalar0`` in the other) are compared by
