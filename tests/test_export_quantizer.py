@@ -445,3 +445,37 @@ def test_a_quantizer_that_fails_everywhere_is_not_bisected_past_the_cap(monkeypa
     factory = _failing_quantizer(torch.ops.aten.tanh.default)
     monkeypatch.setattr(verify, "MAX_ISOLATION_RUNS", 1)
     assert verify.failing_branches(suite, factory, inputs, 3) is None
+
+
+def test_ops_a_quantizer_rewrites_before_annotating_are_named_as_gaps():
+    """A quantizer whose ``transform_for_annotation`` decomposes an op (Arm's TOSA quantizer
+    rewrites many): the recording counts the change per op and inference names it."""
+    from torchao.quantization.pt2e.quantizer import Quantizer
+
+    from backend_spec.export.quantizer.infer import rewrite_gaps
+    from backend_spec.export.quantizer.verify import run
+
+    class Rewriting(Quantizer):
+        def transform_for_annotation(self, model):
+            for node in model.graph.nodes:
+                if node.target == torch.ops.aten.tanh.default:
+                    node.target = torch.ops.aten.sigmoid.default
+            model.recompile()
+            return model
+
+        def annotate(self, model):
+            return model
+
+        def validate(self, model):
+            """Nothing to check."""
+
+    suite, inputs = _three_branch_suite()
+    recorder = probe.recording(Rewriting())
+    assert not run(suite, recorder, inputs).error
+    assert recorder.rewritten == {
+        "aten.sigmoid.default": (1, 2),
+        "aten.tanh.default": (1, 0),
+    }
+    gaps = {gap.op: gap.what for gap in rewrite_gaps(recorder.rewritten)}
+    assert "transform_for_annotation removes 1 of its nodes" in gaps["aten.tanh.default"]
+    assert "introduces 1" in gaps["aten.sigmoid.default"]

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from backend_spec._torch import quiet
-from backend_spec.export.quantizer.infer import Gap, Inferred, infer
+from backend_spec.export.quantizer.infer import Gap, Inferred, infer, rewrite_gaps
 from backend_spec.export.quantizer.verify import BranchResult, compare_runs, run
 
 __all__ = ["QuantizerExport", "export_quantizer", "is_quantizer", "quantizer_factory"]
@@ -116,6 +116,7 @@ def export_quantizer(
             raise ValueError(f"the quantizer fails on the probe suite: {original.error}")
     probed = probe.by_context(recorder.snapshot, branches)
     inferred = infer(probed, unit_names, name)
+    inferred.gaps += rewrite_gaps(recorder.rewritten)
     text = dump(inferred.backend_config, fmt, name=name)
     result = QuantizerExport(text, inferred)
     result.left_out = [branches[index].label for index in sorted(dropped)]

@@ -294,6 +294,21 @@ class _Builder:
         self.inferred.gaps.append(Gap(op, what))
 
 
+def rewrite_gaps(rewritten: dict[str, tuple[int, int]]) -> list[Gap]:
+    """The ops a quantizer's ``transform_for_annotation`` decomposes or introduces: a spec's
+    quantizer annotates the graph as exported, so it cannot place observers on ops that only
+    exist after such a rewrite (verification shows whether that matters)."""
+    gaps = []
+    for op, (before, after) in rewritten.items():
+        change = "removes" if after < before else "introduces"
+        what = (
+            f"the quantizer's transform_for_annotation {change} {abs(before - after)} of its "
+            f"nodes ({before} -> {after}): a spec annotates the graph as exported"
+        )
+        gaps.append(Gap(op, what))
+    return gaps
+
+
 def _first_annotated(probed: dict[str, Any], key: str) -> tuple[str | None, list[dict[str, Any]]]:
     """The first context (``alone``, then with a quantized producer) where the unit's ops carry
     qspecs, and those ops."""
