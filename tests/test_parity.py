@@ -260,6 +260,46 @@ def test_a_derived_bias_is_int32_at_input_scale_times_weight_scale(
     assert bias_args[2 + offset : 5 + offset] == (quant_min, 2**31 - 1, torch.int32)
 
 
+NORM_SPEC = """\
+spec_version: 2
+name: norm_weights
+dtype_configs:
+  w8a8:
+    input_dtype: {dtype: qint8, observer: minmax}
+    output_dtype: {dtype: qint8, observer: minmax}
+    weight_dtype: {dtype: qint8, qscheme: symmetric, granularity: per_channel}
+patterns:
+  - pattern: F.group_norm
+    dtype_configs: [w8a8]
+"""
+
+
+class _GroupNorm(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.rand(4) + 0.5)
+        self.bias = torch.nn.Parameter(torch.randn(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.group_norm(x, 2, self.weight, self.bias)
+
+
+def test_a_norms_affine_weight_is_never_observed(tmp_path: Path) -> None:
+    """FX's NON_QUANTIZABLE_WEIGHT_OPS: group_norm's 1-D weight stays float even when the
+    entry has a per-channel weight dtype (whose observer would fail on it)."""
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    path = tmp_path / "s.yaml"
+    path.write_text(NORM_SPEC)
+    x = torch.randn(2, 4, 3, 3)
+    exported = torch.export.export(_GroupNorm().eval(), (x,)).module()
+    prepared = prepare_pt2e(exported, backend_spec.quantizer(path))
+    prepared(x)
+    converted = convert_pt2e(prepared, fold_quantize=False)
+    quantized = [str(n.args[0]) for n in converted.graph.nodes if "quantize_per" in str(n.target)]
+    assert quantized and not any("weight" in name for name in quantized)
+
+
 def test_check_flow_both_names_the_placement_class() -> None:
     """FX does not read the policy keys: the FX/pt2e difference of the X86 port is the
     documented class, not a translation bug."""
