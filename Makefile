@@ -30,6 +30,9 @@ $(STAMP): pyproject.toml
 	# with the reason when it is missing.
 	$(PIP) --no-deps executorch==1.5.1 flatbuffers tabulate
 	$(PY) -c "import executorch.backends.xnnpack.quantizer.xnnpack_quantizer"
+	# Bytecode now, as a wheel install has it: else the first command of a fresh checkout
+	# (a pre-commit lint, say) pays for compiling bespec's sources.
+	$(PY) -m compileall -q backend_spec cli.py
 	touch $(STAMP)
 
 demo: $(STAMP)

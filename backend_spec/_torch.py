@@ -5,6 +5,11 @@ BackendConfig can be built, and every ``torch.ao.quantization`` entry point warn
 deprecated in favour of torchao. bespec is a tool for that very API, so those warnings are
 noise to its users: :func:`quiet` silences them around bespec's own calls into torch.
 
+Importing torch allocates millions of long-lived objects, and every garbage collection
+during and after it would traverse them all again: that was a fifth of a ``bespec lint``
+run. So the import runs with collection off, and what it built is then frozen
+(:func:`gc.freeze`) out of later collections, when this import is the one that loaded torch.
+
 It is also where bespec checks torch's version (:mod:`backend_spec.versions`): a torch outside
 the supported range, or one whose quantization stack does not import, raises
 :class:`~backend_spec.versions.UnsupportedTorch` with a one-line message instead of failing
@@ -13,35 +18,47 @@ later inside torch.
 
 from __future__ import annotations
 
+import gc
+import sys
+
 from backend_spec.quiet import quiet, silence_globally
 from backend_spec.versions import UnsupportedTorch, check_torch, unsupported_message
 
-with quiet():
-    import torch
+_first_import = "torch" not in sys.modules
+_collecting = gc.isenabled()
+gc.disable()
+try:
+    with quiet():
+        import torch
 
-    check_torch(torch.__version__)
-    try:
-        import torch.ao.nn.intrinsic  # noqa: F401
-        import torch.ao.nn.intrinsic.qat  # noqa: F401
-        import torch.ao.nn.qat  # noqa: F401
-        import torch.ao.nn.quantized  # noqa: F401
-        import torch.ao.nn.quantized.dynamic  # noqa: F401
-        import torch.ao.nn.quantized.reference  # noqa: F401
-        import torch.ao.quantization.backend_config.utils  # noqa: F401  (needed before BackendConfig)
-        import torch.ao.quantization.fuser_method_mappings  # noqa: F401
-        import torch.ao.quantization.utils  # noqa: F401
-        import torch.nn.functional  # noqa: F401
-        from torch.ao.quantization import backend_config as backend_config_module
-        from torch.ao.quantization.backend_config import (
-            BackendConfig,
-            BackendPatternConfig,
-            DTypeConfig,
-            DTypeWithConstraints,
-            ObservationType,
-        )
-    except (ImportError, AttributeError) as exc:  # a torch whose quantization API moved or went
-        detail = f"{type(exc).__name__}: {exc}"
-        raise UnsupportedTorch(unsupported_message(torch.__version__, detail)) from None
+        check_torch(torch.__version__)
+        try:
+            import torch.ao.nn.intrinsic  # noqa: F401
+            import torch.ao.nn.intrinsic.qat  # noqa: F401
+            import torch.ao.nn.qat  # noqa: F401
+            import torch.ao.nn.quantized  # noqa: F401
+            import torch.ao.nn.quantized.dynamic  # noqa: F401
+            import torch.ao.nn.quantized.reference  # noqa: F401
+            import torch.ao.quantization.backend_config.utils  # noqa: F401  (before BackendConfig)
+            import torch.ao.quantization.fuser_method_mappings  # noqa: F401
+            import torch.ao.quantization.utils  # noqa: F401
+            import torch.nn.functional  # noqa: F401
+            from torch.ao.quantization import backend_config as backend_config_module
+            from torch.ao.quantization.backend_config import (
+                BackendConfig,
+                BackendPatternConfig,
+                DTypeConfig,
+                DTypeWithConstraints,
+                ObservationType,
+            )
+        except (ImportError, AttributeError) as exc:  # torch's quantization API moved or went
+            detail = f"{type(exc).__name__}: {exc}"
+            raise UnsupportedTorch(unsupported_message(torch.__version__, detail)) from None
+finally:
+    if _first_import:  # never a caller's objects: they may hold garbage still to collect
+        gc.freeze()
+    if _collecting:
+        gc.enable()
 
 __all__ = [
     "BackendConfig",

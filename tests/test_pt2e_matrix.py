@@ -12,6 +12,7 @@ import functools
 from pathlib import Path
 
 import pytest
+from _matrix import assert_allowed
 from ruamel.yaml import YAML
 
 import backend_spec
@@ -60,14 +61,7 @@ def test_fx_and_pt2e_agree(spec: str, model: str) -> None:
     factory = {**zoo.MODELS, **nets.NETS}[model]
     result = flows.compare(model, backend_config(spec), fresh, factory)
     listed = ALLOWED["cases"].get(f"{spec}/{model}")
-    if result.identical:
-        assert listed is None, f"{spec}/{model} is identical now: drop it from the allow-list"
-        return
-    assert listed is not None, (
-        f"{spec}/{model} differs (max {result.max_diff:.3g}, quantize ops "
-        f"{result.fx.quantize_ops} vs {result.pt2e.quantize_ops}, detected {result.classes})"
-    )
-    assert listed in result.classes, f"listed as {listed}, detected {result.classes}"
+    assert_allowed(f"{spec}/{model}", result, listed)
     if listed == "rounding_ties":
         assert result.between_db >= flows.EQUIVALENT_DB
 

@@ -177,3 +177,27 @@ def test_a_torn_or_hostile_cache_file_is_ignored(monkeypatch, tmp_path: Path) ->
         assert aten._disk_cache() == {}
     finally:
         aten._disk_cache.cache_clear()
+
+
+_GC_PROBE = """
+import gc, sys
+{before}
+import backend_spec._torch
+print(gc.isenabled(), gc.get_freeze_count() > 0)
+"""
+
+
+@pytest.mark.parametrize(
+    ("before", "frozen"),
+    [("", True), ("import torch", False)],
+    ids=["bespec-imports-torch", "caller-imported-torch"],
+)
+def test_torch_import_leaves_collection_on_and_freezes_only_its_own_objects(
+    before: str, frozen: bool
+) -> None:
+    """The import runs with collection off (it would traverse torch's objects over and over),
+    then freezes what it built; a caller's objects, maybe garbage, are never frozen."""
+    probe = _GC_PROBE.format(before=before)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", str(frozen)]

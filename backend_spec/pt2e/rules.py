@@ -11,6 +11,7 @@ fuser in eval mode and quantizing the chain with the entry of the module it retu
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from backend_spec.analysis import qconfigs
 from backend_spec.compiler.observed import pattern_aten, pattern_policy
 from backend_spec.pt2e.aten import describe_op
 from backend_spec.pt2e.qat import qat_fused_type, qat_swap, spec_data
-from backend_spec.pt2e.table import Policy, Rule, Table
+from backend_spec.pt2e.table import Policy, Rule, Table, rule_key
 
 with quiet():
     from torch.ao.quantization.observer import FixedQParamsObserver
@@ -92,12 +93,18 @@ def compile_rules(
     return _Compiler(backend_config, engine, qat).run()
 
 
+def chain_conflicts(backend_config: BackendConfig) -> list[tuple[str, str, str]]:
+    """:attr:`Report.conflicts` of ``compile_rules(backend_config)``, at a fraction of its
+    cost: only entries whose chain another entry also has are worked out in full (lint asks
+    this of every file)."""
+    return _Compiler(backend_config, None, False).run(shared_chains_only=True)[1].conflicts
+
+
 class _Compiler:
     def __init__(self, backend_config: BackendConfig, engine: str | None, qat: bool) -> None:
         self.backend_config = backend_config
+        self.engine = engine
         self.qat = qat
-        with quiet():
-            self.op_qconfigs = qconfigs.op_qconfigs(backend_config, engine, qat=qat)
         self.by_pattern = {
             config.pattern: config
             for config in backend_config.configs
@@ -115,11 +122,24 @@ class _Compiler:
         self._satisfied: dict[tuple[int, int], bool] = {}
         self._observers: dict[int, tuple[str | None, bool]] = {}
 
-    def run(self) -> tuple[Table, Report]:
+    @functools.cached_property
+    def op_qconfigs(self) -> dict[Any, Any]:
+        """The QConfig of each op, as ``qconfig_mapping`` gives it (asked only when needed)."""
+        with quiet():
+            return qconfigs.op_qconfigs(self.backend_config, self.engine, qat=self.qat)
+
+    def run(self, *, shared_chains_only: bool = False) -> tuple[Table, Report]:
+        """The table and report; with ``shared_chains_only``, of the entries whose chain
+        another entry also has (all a conflict can involve, without the others' quantization)."""
+        entries = [
+            _Entry(config, _label(config), qconfigs.pattern_ops(config))
+            for config in self.backend_config.configs
+        ]
+        if shared_chains_only:
+            entries = self.sharing_chains(entries)
         rules: list[Rule] = []
         seen: dict[tuple, Rule] = {}
-        for config in self.backend_config.configs:
-            entry = _Entry(config, _label(config), qconfigs.pattern_ops(config))
+        for entry in entries:
             made, reason = self.rules_for(entry)
             if not made:
                 self.report.skipped.append((entry.label, reason))
@@ -138,12 +158,26 @@ class _Compiler:
 
     # --- chains -------------------------------------------------------------------------------
 
-    def rules_for(self, entry: _Entry) -> tuple[list[Rule], str]:
-        """The entry's traced rule plus one per ``aten`` chain of the spec; else the reason."""
+    def sharing_chains(self, entries: list[_Entry]) -> list[_Entry]:
+        """The entries with a chain (and provenance) that another entry also has."""
+        keys = [{rule_key(chain, where) for chain, where, _ in self.chains(e)[0]} for e in entries]
+        counts = collections.Counter(key for these in keys for key in these)
+        return [
+            e for e, these in zip(entries, keys, strict=True) if any(counts[k] > 1 for k in these)
+        ]
+
+    def chains(self, entry: _Entry) -> tuple[list[tuple[list, list, list]], str]:
+        """(chain, where, groups) of the entry's traced rule and of each ``aten`` chain of the
+        spec; when there are none, the reason."""
         traced, reason = self.traced_chain(entry)
         chains = [] if traced is None else [traced]
         for chain in pattern_aten(entry.config):
             chains.append((chain, [None] * len(chain), list(range(len(chain)))))
+        return chains, reason
+
+    def rules_for(self, entry: _Entry) -> tuple[list[Rule], str]:
+        """The entry's traced rule plus one per ``aten`` chain of the spec; else the reason."""
+        chains, reason = self.chains(entry)
         if not chains:
             return [], reason
         quantization = self.quantization(entry)

@@ -10,6 +10,7 @@ whether its output is observed, how its chain links and what its other inputs ge
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -117,7 +118,12 @@ class Rule:
     @property
     def key(self) -> tuple:
         """What makes two rules the same match: their chain and provenance."""
-        return (self.chain, repr(self.where))
+        return rule_key(self.chain, self.where)
+
+
+def rule_key(chain: Sequence[Sequence[str]], where: Sequence[Any]) -> tuple:
+    """:attr:`Rule.key` of a chain and its provenance, before a rule is made of them."""
+    return (tuple(tuple(alts) for alts in chain), repr(tuple(where)))
 
 
 @dataclass(frozen=True)

@@ -31,13 +31,12 @@ CODE = codes.ATEN_CHAIN_CONFLICT
 
 
 def check(context: LintContext) -> Iterator[Problem]:
-    from backend_spec.pt2e.rules import compile_rules, ops_label
+    from backend_spec.pt2e.rules import chain_conflicts, ops_label
 
     if context.backend_config is None:
         return
-    _rules, report = compile_rules(context.backend_config)  # the report only: no plain data
     by_label = {ops_label(e.ops): e for e in context.entries if e.ops is not None}
-    for label, first, chain in report.conflicts:
+    for label, first, chain in chain_conflicts(context.backend_config):
         entry = by_label.get(label)
         if entry is None:  # the later entry comes from the extends base
             continue
