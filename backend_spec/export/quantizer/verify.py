@@ -90,28 +90,39 @@ def without(exported: Any, dropped: set[int]) -> Any:
 
 
 def failing_branches(exported: Any, factory: Any, inputs: tuple, count: int) -> set[int] | None:
-    """The branches (of ``count``) that ``factory()``'s quantizer fails on by themselves, found
-    by halving; ``None`` when that takes more than :data:`MAX_ISOLATION_RUNS` runs."""
+    """The branches (of ``count``, which fail together) that ``factory()``'s quantizer fails
+    on, found by halving; ``None`` when that takes more than :data:`MAX_ISOLATION_RUNS` runs.
+
+    A failing chunk is split in two and its first half run; when that half runs clean, the
+    failure is in the second half, which is split without a run of its own. (Two branches
+    that fail only together then leave out the later one: what remains runs.)"""
     failing: set[int] = set()
-    pending = [list(range(count))]
+    pending = [(list(range(count)), True)]  # (chunk, known to fail)
     runs = 0
+
+    def fails(chunk: list[int]) -> bool:
+        nonlocal runs
+        runs += 1
+        module = without(exported, set(range(count)) - set(chunk))
+        return bool(run(module, factory(), inputs).error)
+
     while pending:
-        chunk = pending.pop()
-        halves = (
-            [chunk] if len(chunk) == 1 else [chunk[: len(chunk) // 2], chunk[len(chunk) // 2 :]]
-        )
-        for half in halves:
-            runs += 1
-            if runs > MAX_ISOLATION_RUNS:
+        chunk, known = pending.pop()
+        if not known:
+            if runs >= MAX_ISOLATION_RUNS:
                 return None
-            kept = set(half)
-            module = without(exported, set(range(count)) - kept)
-            if not run(module, factory(), inputs).error:
+            if not fails(chunk):
                 continue
-            if len(half) == 1:
-                failing.update(half)
-            else:
-                pending.append(half)
+        if len(chunk) == 1:
+            failing.update(chunk)
+            continue
+        first, second = chunk[: len(chunk) // 2], chunk[len(chunk) // 2 :]
+        if runs >= MAX_ISOLATION_RUNS:
+            return None
+        if fails(first):
+            pending += [(second, False), (first, True)]
+        else:
+            pending.append((second, True))
     return failing
 
 
