@@ -530,3 +530,24 @@ def test_ops_a_quantizer_rewrites_before_annotating_are_named_as_gaps():
     gaps = {gap.op: gap.what for gap in rewrite_gaps(recorder.rewritten)}
     assert "transform_for_annotation removes 1 of its nodes" in gaps["aten.tanh.default"]
     assert "introduces 1" in gaps["aten.sigmoid.default"]
+
+
+def test_halving_runs_the_quantizer_once_per_level_when_one_branch_fails():
+    """Eight branches, the sixth failing: each level runs only its first half (the second
+    must then hold the failure), plus one run to clear the rest of a failing pair's sibling."""
+    from backend_spec.export.quantizer.verify import failing_branches
+
+    parts = probe.SuiteParts()
+    for index in range(8):
+        module = torch.nn.Sigmoid() if index == 5 else torch.nn.ReLU()
+        parts.add(probe.Branch(str(index)), module, (torch.randn(2, 4),))
+    suite = probe.export_suite(parts).module(check_guards=False)
+    made = []
+    failing_class = _failing_quantizer(torch.ops.aten.sigmoid.default)
+
+    def factory():
+        made.append(1)
+        return failing_class()
+
+    assert failing_branches(suite, factory, tuple(parts.inputs), 8) == {5}
+    assert len(made) == 4
