@@ -185,6 +185,21 @@ def test_inference_of_a_derived_bias(label, bias, policy, gap):
     assert any("its bias is quantized" in g.what for g in inferred.gaps) == gap
 
 
+def test_a_weight_only_annotation_becomes_a_weight_only_entry():
+    """Float activation and output, an observed weight (Vulkan's default): input and output
+    dtypes float, the weight's mapping from its qspec."""
+    weight = {**_described(ACT), "qscheme": "per_channel_symmetric", "ch_axis": 0}
+    op = _op({"1": weight}, None, {"0": "act", "1": "param"})
+    op["target"] = "aten.linear.default"
+    probed = {"alone": {"aten.linear.default": {"ops": [op], "pre": [], "post": []}}}
+    inferred = infer(probed, {"aten.linear.default": ("F.linear",)}, "t")
+    (config,) = inferred.backend_config.configs
+    (dtype_config,) = config.dtype_configs
+    assert (dtype_config.input_dtype, dtype_config.output_dtype) == (torch.float, torch.float)
+    assert dtype_config.weight_dtype_with_constraints.granularity == "per_channel"
+    assert inferred.gaps == []
+
+
 def test_unknown_observer_arguments_are_a_gap():
     odd = {**_described(ACT), "kwargs": {"eps": 2**-12, "bins": 128}}
     op = _op({"0": odd}, odd, {"0": "act"})

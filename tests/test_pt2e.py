@@ -234,6 +234,24 @@ def test_weight_only_and_fp16_specs() -> None:
     assert {spec["dtype"] for spec in fp16["specs"].values()} == {"float16"}
 
 
+def test_a_weight_only_rule_quantizes_the_weight_alone() -> None:
+    """Float input and output, quantized weight (FX's weight-only): the embedding's weight is
+    quantized and dequantized, nothing else is."""
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    model, x = nn.Sequential(nn.Embedding(10, 8)).eval(), torch.randint(0, 10, (2, 5))
+    exported = torch.export.export(model, (x,)).module()
+    prepared = prepare_pt2e(exported, backend_spec.quantizer(_write(WEIGHT_ONLY)))
+    prepared(x)
+    converted = convert_pt2e(prepared, fold_quantize=False)
+    quantized = [
+        str(n.args[0])
+        for n in converted.graph.nodes
+        if n.op == "call_function" and str(n.target).startswith("quantized_decomposed.q")
+    ]
+    assert quantized and all("weight" in name for name in quantized)
+
+
 def test_module_weights_stay_float_without_a_reference_module() -> None:
     """As in FX, which only quantizes weights of modules it swaps for reference modules."""
     text = WEIGHT_ONLY.replace("        root_module: nn.Embedding\n", "")

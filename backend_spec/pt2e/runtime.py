@@ -486,7 +486,13 @@ class _Annotator:
 
     def annotate(self, match: Match) -> None:
         rule = match.rule
-        if rule.reason or rule.input is None:
+        if rule.reason:
+            return
+        if rule.input is None:
+            if rule.weight is not None:  # weight-only (float input and output), as FX does
+                first = match.nodes[0]
+                qspec_map = first.meta["quantization_annotation"].input_qspec_map
+                self.annotate_weights(first, rule, qspec_map)
             return
         observation = self.observation(match)
         if observation == "none":

@@ -184,9 +184,18 @@ class _Builder:
         observation = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
         if act is not None and act.get("kind") == "shared" and self.common is not None:
             act = self.common  # the producer's own qspec, as the spec's runtime reuses it
+        if act is None and output is None:
+            if weight is not None and weight.get("kind") == "observed":
+                # Weight-only: float in and out, the weight quantized (FX's weight-only).
+                only = DTypeConfig(
+                    input_dtype=torch.float,
+                    output_dtype=torch.float,
+                    weight_dtype=self.mapping(label, "weight", weight),
+                    bias_dtype=torch.float,
+                )
+                self.entry(label, targets, names, only, observation, policy, any_spelling)
+            return
         if act is None or act.get("kind") == "shared":
-            if act is None and output is None:
-                return
             self.gap(label, "its activation input is not quantized with a qspec of its own")
             return
         input_dtype = self.mapping(label, "input", act)
@@ -218,6 +227,19 @@ class _Builder:
             bias_dtype=None if weight is None else torch.float,
             is_dynamic=bool(act.get("is_dynamic")) or None,
         )
+        self.entry(label, targets, names, dtype_config, observation, policy, any_spelling)
+
+    def entry(
+        self,
+        label: str,
+        targets: list[str],
+        names: list[str],
+        dtype_config: DTypeConfig,
+        observation: Any,
+        policy: dict[str, str],
+        any_spelling: bool,
+    ) -> None:
+        """Add the pattern entry (matched through its ATen chain unless spelled exactly)."""
         pattern = names[0] if len(names) == 1 else tuple(names)
         resolved = _resolve(pattern) if any_spelling else _resolve_exact(names)
         config = BackendPatternConfig(resolved).set_observation_type(observation)
