@@ -264,11 +264,14 @@ class _Builder:
             and qspec["quant_min"] in ranges
         ):
             return ranges[qspec["quant_min"]]
-        what = qspec["kind"]
-        if what == "derived":
+        what = f"its bias is quantized ({qspec['kind']} qspec)"
+        if qspec["kind"] == "derived":
             span = f"{qspec['dtype']} [{qspec['quant_min']}, {qspec['quant_max']}]"
-            what = f"derived, not int32 from its input and weight: {span} from {qspec['from']};"
-        self.gap(label, f"its bias is quantized ({what} qspec)")
+            what = (
+                f"its bias is quantized (derived qspec, {span} from {qspec['from']}; the format "
+                "says int32 from its input and weight, full or narrow range)"
+            )
+        self.gap(label, what)
         return "float"
 
     def mapping(self, label: str, role: str, qspec: dict[str, Any]) -> Any:
