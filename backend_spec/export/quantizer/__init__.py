@@ -34,7 +34,7 @@ from backend_spec.export.quantizer.verify import BranchResult, compare_runs, run
 __all__ = ["QuantizerExport", "export_quantizer", "is_quantizer", "quantizer_factory"]
 
 #: Bumped whenever the probe suite changes (old cache entries are then never read).
-PROBE_FORMAT = 2
+PROBE_FORMAT = 3
 
 
 @dataclass
