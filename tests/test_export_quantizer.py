@@ -450,3 +450,68 @@ def test_a_refusal_names_each_differing_op_and_the_gaps():
     assert "mlp: linear: out[0.1,3] vs float" in text
     assert "aten.conv2d.default: its bias is quantized" in text
     assert text.endswith("nothing was written\n")
+
+
+def _two_linears():
+    """A suite of two one-Linear branches (exported) and its inputs."""
+    parts = probe.SuiteParts()
+    torch.manual_seed(0)
+    for label in ("probe", "model"):
+        parts.add(probe.Branch(label), torch.nn.Linear(4, 4), (torch.randn(2, 4),))
+    return probe.export_suite(parts), tuple(parts.inputs)
+
+
+def _x86():
+    from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
+        X86InductorQuantizer,
+        get_default_x86_inductor_quantization_config,
+    )
+
+    return X86InductorQuantizer().set_global(get_default_x86_inductor_quantization_config())
+
+
+def _float_quantizer():
+    """A quantizer that annotates nothing."""
+    from torchao.quantization.pt2e.quantizer import Quantizer
+
+    class Float(Quantizer):
+        def annotate(self, model):
+            return model
+
+        def validate(self, model):
+            pass
+
+    return Float()
+
+
+def test_only_the_chosen_branches_are_converted_the_others_compared_as_prepared():
+    from backend_spec.export.quantizer.verify import compare_runs, run
+
+    exported, inputs = _two_linears()
+    suite = exported.module(check_guards=False)
+    quantized, floating = (run(suite, q, inputs, {1}) for q in (_x86(), _float_quantizer()))
+    assert quantized.outputs[0] is None and isinstance(quantized.outputs[1], torch.Tensor)
+    assert "linear" not in quantized.placement and "linear_1" in quantized.placement
+    assert [entry[0] for entry in quantized.observers["linear"]] == ["in", "in"]  # input, weight
+    probe_result, model_result = compare_runs(suite, ["probe", "model"], quantized, floating)
+    (line,) = probe_result.differences["aten.linear.default"]
+    assert line.endswith("(as prepared)") and "in0<-flat_0[HistogramObserver]" in line
+    assert "vs float" in line
+    assert "(as prepared)" not in model_result.differences["aten.linear.default"][0]
+    same = compare_runs(suite, ["probe", "model"], quantized, run(suite, _x86(), inputs, {1}))
+    assert all(result.identical for result in same)
+
+
+def test_the_suite_cache_round_trips_and_a_broken_entry_is_rebuilt(tmp_path):
+    from backend_spec.export import quantizer as export_quantizer_module
+
+    exported, inputs = _two_linears()
+    branches = [probe.Branch("probe", "aten.linear.default", "alone"), probe.Branch("model")]
+    path = tmp_path / "suite-x.pt2"
+    export_quantizer_module._save(path, exported, branches, {"aten.linear.default": ("F.linear",)})
+    module, loaded, unit_names, loaded_inputs = export_quantizer_module._load(path)
+    assert loaded == branches and unit_names == {"aten.linear.default": ("F.linear",)}
+    assert all(torch.equal(a, b) for a, b in zip(loaded_inputs, inputs, strict=True))
+    assert len(module(*loaded_inputs)) == 2
+    path.with_suffix(".json").write_text("{")
+    assert export_quantizer_module._load(path) is None
