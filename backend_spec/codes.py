@@ -156,13 +156,13 @@ SPEC_VERSION = _register(
     "unsupported-spec-version",
     E,
     "spec_version is not one this bespec reads",
-    "write spec_version: 1, 2 or 3",
+    "write spec_version: 1, 2, 3 or 4",
 )
 VERSION_2_KEY = _register(
     "BS206",
     "version-2-key",
     E,
-    "a key or value of a newer format version (2 or 3) than the file's spec_version (default 1)",
+    "a key or value of a newer format version (2, 3 or 4) than the file's spec_version (default 1)",
     "set spec_version to the version the message names",
 )
 BAD_PATTERN = _register(

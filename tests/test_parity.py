@@ -169,6 +169,7 @@ def test_policy_values_are_the_formats() -> None:
         (2, "output: never", 3),
         (1, "scalars: tensor", 3),
         (2, "quantize: if_all_inputs_quantized", 3),
+        (3, "bias_qspec: derived", 4),
     ],
 )
 def test_version_3_keys_need_version_3(tmp_path: Path, version: int, key: str, needed: int) -> None:
@@ -192,6 +193,111 @@ def test_version_3_keys_need_version_3(tmp_path: Path, version: int, key: str, n
     text = str(caught.value)
     assert "BS206" in text and f"needs format version {needed}" in text
     assert f"set spec_version: {needed}" in text
+
+
+DERIVED_BIAS_SPEC = """\
+spec_version: 4
+name: derived_bias
+dtype_configs:
+  w8a8:
+    input_dtype: {{dtype: qint8, observer: minmax}}
+    output_dtype: {{dtype: qint8, observer: minmax}}
+    weight_dtype: {{dtype: qint8, qscheme: symmetric, granularity: {granularity}}}
+patterns:
+  - pattern: F.conv2d
+    dtype_configs: [w8a8]
+    bias_qspec: {bias}
+"""
+
+
+class _FunctionalConv(torch.nn.Module):
+    """A conv written with ``F.conv2d`` (what the spec's pattern names)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(4, 3, 3, 3))
+        self.bias = torch.nn.Parameter(torch.randn(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.conv2d(x, self.weight, self.bias)
+
+
+@pytest.mark.parametrize("granularity", ["per_channel", "per_tensor"])
+@pytest.mark.parametrize(
+    ("bias", "quant_min"), [("derived", -(2**31)), ("derived_narrow", 1 - 2**31)]
+)
+def test_a_derived_bias_is_int32_at_input_scale_times_weight_scale(
+    tmp_path: Path, granularity: str, bias: str, quant_min: int
+) -> None:
+    """``bias_qspec: derived``: the conv's bias is quantized to int32, zero point 0, with the
+    scale of the input times the weight's (per channel when the weight is)."""
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    path = tmp_path / "s.yaml"
+    path.write_text(DERIVED_BIAS_SPEC.format(bias=bias, granularity=granularity))
+    torch.manual_seed(0)
+    model, x = _FunctionalConv().eval(), torch.randn(1, 3, 8, 8)
+    exported = torch.export.export(model, (x,)).module()
+    prepared = prepare_pt2e(exported, backend_spec.quantizer(path))
+    prepared(x)
+    converted = convert_pt2e(prepared, fold_quantize=False)
+    quantizes = [n for n in converted.graph.nodes if "quantize_per" in str(n.target)]
+    qparams = {str(n.args[0]): n.args[1:] for n in quantizes if "dequantize" not in str(n.target)}
+
+    def value(arg):
+        return getattr(converted, arg.target) if isinstance(arg, torch.fx.Node) else arg
+
+    x_scale = value(next(v for k, v in qparams.items() if "weight" not in k and "bias" not in k)[0])
+    weight_args = next(v for k, v in qparams.items() if "weight" in k)
+    bias_args = next(v for k, v in qparams.items() if "bias" in k)
+    weight_scale = value(weight_args[0])
+    per_channel = granularity == "per_channel"
+    offset = 1 if per_channel else 0  # quantize_per_channel's axis follows the zero points
+    assert torch.equal(
+        torch.as_tensor(value(bias_args[0])), torch.as_tensor(x_scale * weight_scale).float()
+    )
+    assert torch.count_nonzero(torch.as_tensor(value(bias_args[1]))) == 0
+    assert bias_args[2 + offset : 5 + offset] == (quant_min, 2**31 - 1, torch.int32)
+
+
+NORM_SPEC = """\
+spec_version: 2
+name: norm_weights
+dtype_configs:
+  w8a8:
+    input_dtype: {dtype: qint8, observer: minmax}
+    output_dtype: {dtype: qint8, observer: minmax}
+    weight_dtype: {dtype: qint8, qscheme: symmetric, granularity: per_channel}
+patterns:
+  - pattern: F.group_norm
+    dtype_configs: [w8a8]
+"""
+
+
+class _GroupNorm(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.rand(4) + 0.5)
+        self.bias = torch.nn.Parameter(torch.randn(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.group_norm(x, 2, self.weight, self.bias)
+
+
+def test_a_norms_affine_weight_is_never_observed(tmp_path: Path) -> None:
+    """FX's NON_QUANTIZABLE_WEIGHT_OPS: group_norm's 1-D weight stays float even when the
+    entry has a per-channel weight dtype (whose observer would fail on it)."""
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    path = tmp_path / "s.yaml"
+    path.write_text(NORM_SPEC)
+    x = torch.randn(2, 4, 3, 3)
+    exported = torch.export.export(_GroupNorm().eval(), (x,)).module()
+    prepared = prepare_pt2e(exported, backend_spec.quantizer(path))
+    prepared(x)
+    converted = convert_pt2e(prepared, fold_quantize=False)
+    quantized = [str(n.args[0]) for n in converted.graph.nodes if "quantize_per" in str(n.target)]
+    assert quantized and not any("weight" in name for name in quantized)
 
 
 def test_check_flow_both_names_the_placement_class() -> None:

@@ -67,6 +67,10 @@ QuantizationAnnotation = _quantizer.QuantizationAnnotation
 QuantizationSpec = _quantizer.QuantizationSpec
 SharedQuantizationSpec = _quantizer.SharedQuantizationSpec
 FixedQParamsQuantizationSpec = _quantizer.FixedQParamsQuantizationSpec
+DerivedQuantizationSpec = _quantizer.DerivedQuantizationSpec
+
+#: ``bias_qspec`` -> the int32 range of a derived bias (``derived_narrow``: symmetric).
+BIAS_RANGES = {"derived": -(2**31), "derived_narrow": -(2**31) + 1}
 
 #: Observer classes a table may name (torchao's copies of torch.ao's observers).
 OBSERVERS = {
@@ -84,6 +88,13 @@ OBSERVERS = {
 #: Schema argument names of an ATen op that carry a weight / a bias / BatchNorm statistics.
 _WEIGHT_ARGS = ("weight",)
 _SKIPPED_ARGS = ("bias", "running_mean", "running_var")
+#: Ops whose ``weight`` FX never observes (its ``NON_QUANTIZABLE_WEIGHT_OPS``): a norm's affine
+#: weight is a 1-D scale, on which a per-channel weight observer would even fail.
+_FLOAT_WEIGHT_TARGETS = (
+    "aten.layer_norm.default",
+    "aten.group_norm.default",
+    "aten.instance_norm.default",
+)
 
 #: Names of the fx.Node metadata the matcher reads.
 _STACK, _TORCH_FN = "nn_module_stack", "torch_fn"
@@ -155,6 +166,7 @@ class TableQuantizer(Quantizer):
         super().__init__()
         typed = Table.from_data(self.table)
         self._specs = {name: make_spec(data) for name, data in typed.specs.items()}
+        self._spec_data = typed.specs
         self._dtypes = {name: data["dtype"] for name, data in typed.specs.items()}
         self._dynamic = {name: bool(data.get("is_dynamic")) for name, data in typed.specs.items()}
         self.rules = typed.rules
@@ -303,6 +315,10 @@ class TableQuantizer(Quantizer):
 
     def spec(self, name: str | None) -> Any:
         return None if name is None else self._specs[name]
+
+    def table_spec(self, name: str) -> dict[str, Any]:
+        """The table's plain data of spec ``name``."""
+        return self._spec_data[name]
 
     def dtype(self, name: str | None) -> str | None:
         return None if name is None or self._dynamic[name] else self._dtypes[name]
@@ -547,10 +563,34 @@ class _Annotator:
 
     def annotate_weights(self, node: torch.fx.Node, rule: Rule, qspec_map) -> None:
         names = _argument_names(node)
+        weight = None
+        if str(node.target) in _FLOAT_WEIGHT_TARGETS:
+            return
         for index, arg in enumerate(node.args):
             name = names[index] if index < len(names) else ""
             if name in _WEIGHT_ARGS and _is_float_tensor(arg) and rule.weight:
                 qspec_map[arg] = self.quantizer.spec(rule.weight)
+                weight = arg
+        if "bias" in names and rule.policy.bias_qspec in BIAS_RANGES and weight is not None:
+            self.annotate_bias(node, names.index("bias"), weight, rule, qspec_map)
+
+    def annotate_bias(self, node, position: int, weight, rule: Rule, qspec_map) -> None:
+        """``bias_qspec: derived``: int32, its qparams derived from the input's and the weight's
+        observers on this node (scale = input scale x weight scale, zero point 0)."""
+        bias = node.args[position] if position < len(node.args) else None
+        inputs = self.activation_inputs(node)
+        if not _is_float_tensor(bias) or not inputs:
+            return
+        per_channel = "per_channel" in (self.quantizer.table_spec(rule.weight).get("qscheme") or "")
+        qspec_map[bias] = DerivedQuantizationSpec(
+            derived_from=[(inputs[0], node), (weight, node)],
+            derive_qparams_fn=derive_bias_qparams,
+            dtype=torch.int32,
+            quant_min=BIAS_RANGES[rule.policy.bias_qspec],
+            quant_max=2**31 - 1,
+            qscheme=torch.per_channel_symmetric if per_channel else torch.per_tensor_symmetric,
+            ch_axis=0 if per_channel else None,
+        )
 
     def activation_inputs(self, node: torch.fx.Node) -> list[torch.fx.Node]:
         """Float tensor inputs of ``node`` other than weights, biases and BN statistics."""
@@ -578,6 +618,14 @@ class _Annotator:
         annotation = producer.meta.get("quantization_annotation")
         if producer in self.observed and producer not in self.propagated and annotation:
             annotation.output_qspec = self.quantizer.spec(name)
+
+
+def derive_bias_qparams(observers: list) -> tuple[torch.Tensor, torch.Tensor]:
+    """A derived bias's qparams: the input's scale times the weight's, zero point 0."""
+    input_scale, _ = observers[0].calculate_qparams()
+    weight_scale, _ = observers[1].calculate_qparams()
+    scale = (input_scale * weight_scale).to(torch.float32)
+    return scale, torch.zeros_like(weight_scale, dtype=torch.int32)
 
 
 def _flat_args(node: torch.fx.Node) -> Iterator[Any]:

@@ -38,6 +38,10 @@ class Policy:
     * ``consumers``: ``any``, or ``quantizing`` (quantize only when some user of the last op
       is the first op of a quantizing rule: X86's flatten before a linear, not before the
       model's output).
+    * ``bias_qspec``: ``float``, or (spec_version 4) ``derived`` / ``derived_narrow``: the first
+      op's bias is quantized to int32 with scale = input scale x weight scale and zero point 0
+      (per channel when the weight is), as integer kernels add it; ``derived`` uses int32's
+      full range, ``derived_narrow`` drops its lowest value (symmetric, as TOSA's).
     """
 
     quantize: str = "always"
@@ -47,6 +51,7 @@ class Policy:
     input_shapes: str = "any"
     scalars: str = "keep"
     consumers: str = "any"
+    bias_qspec: str = "float"
 
 
 #: Every policy key with its allowed values, the default first (the spec format's source too).
@@ -58,6 +63,7 @@ POLICY_VALUES: dict[str, tuple[str, ...]] = {
     "input_shapes": ("any", "equal"),
     "scalars": ("keep", "tensor"),
     "consumers": ("any", "quantizing"),
+    "bias_qspec": ("float", "derived", "derived_narrow"),
 }
 
 

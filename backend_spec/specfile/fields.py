@@ -199,7 +199,7 @@ OBSERVER_FIELDS: tuple[str, ...] = (
 )
 
 #: The pt2e keys of a pattern entry (no torch field): ``aten`` and ``quantize`` (version 2),
-#: then the version 3 policy keys.
+#: then the version 3 policy keys, then the version 4 ``bias_qspec``.
 PT2E_PATTERN_FIELDS: tuple[str, ...] = (
     "aten",
     "quantize",
@@ -209,6 +209,7 @@ PT2E_PATTERN_FIELDS: tuple[str, ...] = (
     "input_shapes",
     "scalars",
     "consumers",
+    "bias_qspec",
 )
 
 #: Every key of a dtype mapping after ``dtype``: torch's constraints, then the observer keys.

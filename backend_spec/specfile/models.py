@@ -42,6 +42,7 @@ from backend_spec.specfile.fields import (
 
 _V2 = {"x-since": 2}
 _V3 = {"x-since": 3}
+_V4 = {"x-since": 4}
 
 OBSERVATION_TYPES = (
     "output_use_different_observer_as_input",
@@ -592,6 +593,14 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
         "when a consumer is itself quantized by some entry (X86's flatten before a linear).",
         json_schema_extra=_V3,
     )
+    bias_qspec: Literal["float", "derived", "derived_narrow"] | None = Field(
+        None,
+        description="pt2e (version 4): the first op's bias stays float (default) or is derived: "
+        "int32, scale = input scale x weight scale, zero point 0, per channel when the weight "
+        "is (the int32 bias of integer kernels); derived_narrow leaves out int32's lowest value "
+        "(TOSA's symmetric range).",
+        json_schema_extra=_V4,
+    )
 
     @model_validator(mode="after")
     def _one_pattern(self) -> PatternModel:
@@ -642,9 +651,10 @@ class SpecModel(_Strict):
         json_schema_extra={"patternProperties": {"^x-": {}}},
     )
 
-    spec_version: Literal[1, 2, 3] = Field(
+    spec_version: Literal[1, 2, 3, 4] = Field(
         1,
-        description="The format version: 1 (default), 2 or 3 for the keys marked x-since 2 / 3.",
+        description="The format version: 1 (default), 2, 3 or 4 for the keys marked x-since "
+        "2 / 3 / 4.",
     )
 
     @field_validator("spec_version", mode="before")

@@ -18,6 +18,7 @@ def render_summary(result: Any) -> str:
         f"verified: {result.matched}/{len(result.models)} models and {probes}/"
         f"{len(result.probes)} probes quantize identically (placement, qparams, outputs)\n"
     )
+    text += render_left_out(result)
     if not result.inferred.entries:
         text += (
             "warning: the quantizer annotated nothing on any probe or model, so the spec is "
@@ -25,6 +26,16 @@ def render_summary(result: Any) -> str:
             "transforms): check it with --probe-models\n"
         )
     return text
+
+
+def render_left_out(result: Any) -> str:
+    """The probes and models the original quantizer itself fails on (left out), if any."""
+    if not result.left_out:
+        return ""
+    return (
+        f"note: the quantizer itself fails on {len(result.left_out)} probes or models, "
+        f"left out: {escape(', '.join(result.left_out))}\n"
+    )
 
 
 def render_refusal(result: Any) -> str:
@@ -50,5 +61,7 @@ def render_refusal(result: Any) -> str:
         lines.append("note: inference found what the format cannot say:")
         for op, what in gaps.items():
             lines.append(f"  {escape(op)}: {escape('; '.join(dict.fromkeys(what)))}")
+    if result.left_out:
+        lines.append(render_left_out(result).rstrip("\n"))
     lines.append("nothing was written")
     return "\n".join(lines) + "\n"

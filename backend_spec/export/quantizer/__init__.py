@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from backend_spec._torch import quiet
-from backend_spec.export.quantizer.infer import Gap, Inferred, infer
+from backend_spec.export.quantizer.infer import Gap, Inferred, infer, rewrite_gaps
 from backend_spec.export.quantizer.verify import BranchResult, compare_runs, run
 from backend_spec.files import cache_folder, write_atomic
 
@@ -51,6 +51,8 @@ class QuantizerExport:
     probes: list[BranchResult] = field(default_factory=list)
     #: A crash of either quantizer on the suite ("quantizer: ..." / "spec: ...").
     error: str = ""
+    #: Branches the original quantizer itself fails on (left out of probing and verification).
+    left_out: list[str] = field(default_factory=list)
 
     @property
     def matched(self) -> int:
@@ -108,12 +110,19 @@ def export_quantizer(
     # The verification models are converted; the probes are compared as prepared.
     models = {index for index, branch in enumerate(branches) if branch.unit is None}
     original = run(suite, recorder, inputs, models)
+    dropped: set[int] = set()
     if original.error:
-        raise ValueError(f"the quantizer fails on the probe suite: {original.error}")
+        suite, dropped = _without_failing(suite, factory, inputs, len(branches), original.error)
+        recorder = probe.recording(factory())
+        original = run(suite, recorder, inputs, models)
+        if original.error:
+            raise ValueError(f"the quantizer fails on the probe suite: {original.error}")
     probed = probe.by_context(recorder.snapshot, branches)
     inferred = infer(probed, unit_names, name)
+    inferred.gaps += rewrite_gaps(recorder.rewritten)
     text = dump(inferred.backend_config, fmt, name=name)
     result = QuantizerExport(text, inferred)
+    result.left_out = [branches[index].label for index in sorted(dropped)]
     candidate = _spec_quantizer(text, fmt)
     spec_run = run(suite, candidate(), inputs, models)
     if spec_run.error:
@@ -121,10 +130,26 @@ def export_quantizer(
         return result
     labels = [branch.label for branch in branches]
     compared = compare_runs(suite, labels, original, spec_run)
-    result.models = [r for r, b in zip(compared, branches, strict=True) if b.unit is None]
-    result.probes = [r for r, b in zip(compared, branches, strict=True) if b.unit is not None]
+    kept = [
+        (r, b) for i, (r, b) in enumerate(zip(compared, branches, strict=True)) if i not in dropped
+    ]
+    result.models = [r for r, b in kept if b.unit is None]
+    result.probes = [r for r, b in kept if b.unit is not None]
     result.models += _user_models(factory, candidate, list(probe_models), result)
     return result
+
+
+def _without_failing(
+    suite: Any, factory: Callable[[], Any], inputs: tuple, count: int, error: str
+) -> tuple[Any, set[int]]:
+    """The suite without the branches the quantizer fails on by itself (a quantizer's own bug
+    on one op or model must not stop the export of the rest), and their indices."""
+    from backend_spec.export.quantizer.verify import failing_branches, without
+
+    dropped = failing_branches(suite, factory, inputs, count)
+    if not dropped:
+        raise ValueError(f"the quantizer fails on the probe suite: {error}")
+    return without(suite, dropped), dropped
 
 
 def _user_models(

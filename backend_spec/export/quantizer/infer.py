@@ -234,11 +234,13 @@ class _Builder:
                 continue
             if other.get("kind") == "observed" and _comparable(other) != _comparable(act):
                 self.gap(label, f"input {position} has another qspec than input {act_position}")
+        if weight is not None and bias is not None:
+            policy["bias_qspec"] = self.bias(label, bias, act_position)
         dtype_config = DTypeConfig(
             input_dtype=input_dtype,
             output_dtype=output_dtype,
             weight_dtype=None if weight is None else self.mapping(label, "weight", weight),
-            bias_dtype=None if weight is None else self.bias(label, bias),
+            bias_dtype=None if weight is None else torch.float,
             is_dynamic=bool(act.get("is_dynamic")) or None,
         )
         pattern = names[0] if len(names) == 1 else tuple(names)
@@ -251,11 +253,26 @@ class _Builder:
         self.configs.append((len(targets), config, label))
         self.inferred.entries.append(label)
 
-    def bias(self, label: str, qspec: dict[str, Any] | None) -> Any:
-        if qspec is None:
-            return torch.float
-        self.gap(label, f"its bias is quantized ({qspec['kind']} qspec)")
-        return torch.qint32
+    def bias(self, label: str, qspec: dict[str, Any], act_position: str | None) -> str:
+        """The ``bias_qspec`` of a quantized bias: ``derived`` when it is int32 derived from
+        this node's activation input and weight (the spec quantizer derives scale = input
+        scale x weight scale, which verification checks); anything else is a gap."""
+        derived_from = [f"input:{act_position}", "input:1"]
+        ranges = {-(2**31): "derived", -(2**31) + 1: "derived_narrow"}
+        if (
+            qspec["kind"] == "derived"
+            and qspec["dtype"] == "int32"
+            and qspec["from"] == derived_from
+            and qspec["quant_max"] == 2**31 - 1
+            and qspec["quant_min"] in ranges
+        ):
+            return ranges[qspec["quant_min"]]
+        what = qspec["kind"]
+        if what == "derived":
+            span = f"{qspec['dtype']} [{qspec['quant_min']}, {qspec['quant_max']}]"
+            what = f"derived, not int32 from its input and weight: {span} from {qspec['from']};"
+        self.gap(label, f"its bias is quantized ({what} qspec)")
+        return "float"
 
     def mapping(self, label: str, role: str, qspec: dict[str, Any]) -> Any:
         """The constrained dtype (with version 2 observer options) of a qspec."""
@@ -300,6 +317,21 @@ class _Builder:
 
     def gap(self, op: str, what: str) -> None:
         self.inferred.gaps.append(Gap(op, what))
+
+
+def rewrite_gaps(rewritten: dict[str, tuple[int, int]]) -> list[Gap]:
+    """The ops a quantizer's ``transform_for_annotation`` decomposes or introduces: a spec's
+    quantizer annotates the graph as exported, so it cannot place observers on ops that only
+    exist after such a rewrite (verification shows whether that matters)."""
+    gaps = []
+    for op, (before, after) in rewritten.items():
+        change = "removes" if after < before else "introduces"
+        what = (
+            f"the quantizer's transform_for_annotation {change} {abs(before - after)} of its "
+            f"nodes ({before} -> {after}): a spec annotates the graph as exported"
+        )
+        gaps.append(Gap(op, what))
+    return gaps
 
 
 def _first_annotated(probed: dict[str, Any], key: str) -> tuple[str | None, list[dict[str, Any]]]:

@@ -378,16 +378,27 @@ def branch_of(node: Any) -> tuple[int, str] | None:
 def recording(quantizer: Any) -> Any:
     """``quantizer`` wrapped so that its annotations are read right after ``annotate`` (inside
     ``prepare_pt2e``, before observers rewrite the graph): ``.snapshot`` holds
-    :func:`read_annotations`'s result."""
+    :func:`read_annotations`'s result, and ``.rewritten`` the ops whose node count the
+    quantizer's ``transform_for_annotation`` changed (decompositions a spec cannot do)."""
     from torchao.quantization.pt2e.quantizer import Quantizer
 
     class Recording(Quantizer):
         def __init__(self) -> None:
             super().__init__()
             self.snapshot: dict[int, dict[str, Any]] = {}
+            #: ATen op -> (nodes before, nodes after) where the transform changed the count.
+            self.rewritten: dict[str, tuple[int, int]] = {}
 
         def transform_for_annotation(self, model: Any) -> Any:
-            return quantizer.transform_for_annotation(model)
+            before = op_counts(model.graph)
+            result = quantizer.transform_for_annotation(model)
+            after = op_counts(result.graph)
+            self.rewritten = {
+                op: (before.get(op, 0), after.get(op, 0))
+                for op in sorted(before.keys() | after.keys())
+                if before.get(op, 0) != after.get(op, 0)
+            }
+            return result
 
         def annotate(self, model: Any) -> Any:
             result = quantizer.annotate(model)
@@ -401,6 +412,15 @@ def recording(quantizer: Any) -> Any:
             quantizer.prepare_obs_or_fq_callback(model, edge_or_node_to_obs_or_fq)
 
     return Recording()
+
+
+def op_counts(graph: Any) -> dict[str, int]:
+    """ATen op -> how many call nodes of it the graph has."""
+    counts: dict[str, int] = {}
+    for node in graph.nodes:
+        if node.op == "call_function":
+            counts[str(node.target)] = counts.get(str(node.target), 0) + 1
+    return counts
 
 
 def read_annotations(graph_module: Any) -> dict[int, dict[str, Any]]:

@@ -157,6 +157,67 @@ def _settings(module: Any) -> str:
     return f"{type(module).__name__}({', '.join(items)})"
 
 
+#: Quantizer runs spent finding the branches a quantizer fails on, at most (then the export
+#: gives up with the quantizer's error): a quantizer that fails everywhere is not bisected.
+MAX_ISOLATION_RUNS = 24
+
+
+def without(exported: Any, dropped: set[int]) -> Any:
+    """A copy of the suite module in which the ``dropped`` branches compute nothing: their
+    outputs are ``None`` and their nodes are gone (inputs stay, so the call is unchanged)."""
+    if not dropped:
+        return exported
+    module = copy.deepcopy(exported)
+    children = module._out_spec.children_specs
+    output = next(node for node in module.graph.nodes if node.op == "output")
+    leaves, start = list(output.args[0]), 0
+    for index, child in enumerate(children):
+        if index in dropped:
+            leaves[start : start + child.num_leaves] = [None] * child.num_leaves
+        start += child.num_leaves
+    output.args = (tuple(leaves),)
+    module.graph.eliminate_dead_code()
+    module.recompile()
+    return module
+
+
+def failing_branches(exported: Any, factory: Any, inputs: tuple, count: int) -> set[int] | None:
+    """The branches (of ``count``, which fail together) that ``factory()``'s quantizer fails
+    on, found by halving; ``None`` when that takes more than :data:`MAX_ISOLATION_RUNS` runs.
+
+    A failing chunk is split in two and its first half run; when that half runs clean, the
+    failure is in the second half, which is split without a run of its own. (Two branches
+    that fail only together then leave out the later one: what remains runs.)"""
+    failing: set[int] = set()
+    pending = [(list(range(count)), True)]  # (chunk, known to fail)
+    runs = 0
+
+    def fails(chunk: list[int]) -> bool:
+        nonlocal runs
+        runs += 1
+        module = without(exported, set(range(count)) - set(chunk))
+        return bool(run(module, factory(), inputs).error)
+
+    while pending:
+        chunk, known = pending.pop()
+        if not known:
+            if runs >= MAX_ISOLATION_RUNS:
+                return None
+            if not fails(chunk):
+                continue
+        if len(chunk) == 1:
+            failing.update(chunk)
+            continue
+        first, second = chunk[: len(chunk) // 2], chunk[len(chunk) // 2 :]
+        if runs >= MAX_ISOLATION_RUNS:
+            return None
+        if fails(first):
+            pending += [(second, False), (first, True)]
+        else:
+            pending.append((second, True))
+    return failing
+
+
 def _named_constants(found: dict[str, list[tuple]], exported: Any) -> dict[str, list[tuple]]:
     """Inputs read from constants the quantizer made (a scalar turned tensor is
     ``_tensor_constant0`` in one flow and ``_bespec_scalar0`` in the other) are compared by
