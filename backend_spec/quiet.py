@@ -9,6 +9,7 @@ imports nothing heavy, so the CLI can silence them before torch loads.
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import threading
 import warnings
@@ -39,6 +40,10 @@ def _install_filters() -> None:
 # exactly those, under a lock; filters the caller adds meanwhile are kept.
 _LOCK = threading.Lock()
 _active: list[tuple] = []
+#: The one noise torch logs instead of warning: torchao registers an Enum with pytree when it
+#: loads, and torch 2.13 logs that this is deprecated (about a library, never the spec).
+_PYTREE = logging.getLogger("torch.utils._pytree")
+_saved_levels: list[int] = []
 _depth = 0
 
 
@@ -64,6 +69,8 @@ def quiet() -> Iterator[None]:
             _active[:] = _quiet_filters()
             warnings.filters[:0] = _active
             _mutated()
+            _saved_levels[:] = [_PYTREE.level]
+            _PYTREE.setLevel(max(_PYTREE.level, logging.ERROR))
         _depth += 1
     try:
         yield
@@ -75,8 +82,11 @@ def quiet() -> Iterator[None]:
                 warnings.filters[:] = [f for f in warnings.filters if id(f) not in ours]
                 _active.clear()
                 _mutated()
+                _PYTREE.setLevel(_saved_levels.pop())
 
 
 def silence_globally() -> None:
-    """For the CLI process: drop torch's deprecation noise for the whole run."""
+    """For the CLI process: drop torch's deprecation noise for the whole run (the pytree log
+    too: a Quantizer that ``export`` imports may load torchao before bespec does)."""
     _install_filters()
+    _PYTREE.setLevel(logging.ERROR)

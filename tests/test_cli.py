@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import runpy
 import subprocess
 import sys
@@ -260,3 +261,19 @@ def test_suffix_case_does_not_change_the_format_written_or_read(tmp_path, name, 
     result = runner.invoke(app, ["compile", str(out)])
     assert result.exit_code == 0, result.output
     assert describe(load(out)) == describe(load(ROOT / "specs/fbgemm.yaml"))
+
+
+def test_a_module_that_loads_torchao_leaves_no_torch_log_on_stderr(tmp_path):
+    """torchao logs (through torch's logging, not warnings) a pytree deprecation when it loads;
+    a Quantizer module ``export`` imports loads it before bespec does."""
+    pytest.importorskip("torchao")
+    (tmp_path / "loads_torchao.py").write_text("import torchao.quantization.pt2e\nthing = 1\n")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), "export", "loads_torchao:thing"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join((str(tmp_path), str(ROOT)))},
+    )
+    assert proc.returncode == 2, proc.stderr  # not a BackendConfig: misuse, on one line
+    assert "register_constant" not in proc.stderr and "W1" not in proc.stderr

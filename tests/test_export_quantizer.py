@@ -146,45 +146,6 @@ def test_inference_of_a_conv_entry(label, output, policy, gap):
     assert [g.what for g in inferred.gaps] == ([gap] if gap else [])
 
 
-def _derived_bias(quant_min, source="input:1"):
-    return {
-        "kind": "derived",
-        "dtype": "int32",
-        "quant_min": quant_min,
-        "quant_max": 2**31 - 1,
-        "qscheme": "per_channel_symmetric",
-        "ch_axis": 0,
-        "from": ["input:0", source],
-        "fn": "f",
-    }
-
-
-BIAS_CASES = [
-    # (the bias qspec a conv got, the bias_qspec inferred, whether it is a gap)
-    ("float", None, None, False),
-    ("int32 full range", _derived_bias(-(2**31)), "derived", False),
-    ("int32 narrow range", _derived_bias(-(2**31) + 1), "derived_narrow", False),
-    ("16-bit range", _derived_bias(-(2**15)), None, True),
-    ("from the output", _derived_bias(-(2**31), "output"), None, True),
-]
-
-
-@pytest.mark.parametrize(
-    ("label", "bias", "policy", "gap"), BIAS_CASES, ids=[c[0] for c in BIAS_CASES]
-)
-def test_inference_of_a_derived_bias(label, bias, policy, gap):
-    from backend_spec.compiler.observed import pattern_policy
-
-    weight = {**_described(ACT), "qscheme": "per_channel_symmetric", "ch_axis": 0}
-    kinds = {"0": "act", "1": "param", "2": "param"}
-    op = _op({"0": _described(ACT), "1": weight, "2": bias}, _described(ACT), kinds)
-    probed = {"alone": {"aten.conv2d.default": {"ops": [op], "pre": [], "post": []}}}
-    inferred = infer(probed, {"aten.conv2d.default": ("F.conv2d",)}, "t")
-    (config,) = inferred.backend_config.configs
-    assert pattern_policy(config).get("bias_qspec") == policy
-    assert any("its bias is quantized" in g.what for g in inferred.gaps) == gap
-
-
 def test_a_weight_only_annotation_becomes_a_weight_only_entry():
     """Float activation and output, an observed weight (Vulkan's default): input and output
     dtypes float, the weight's mapping from its qspec."""
@@ -244,10 +205,86 @@ def test_a_fusion_the_quantizer_matches_by_module_is_spelled_with_modules(functi
         assert config.root_module is torch.nn.Conv2d
 
 
-def _pythonpath() -> str:
-    """This checkout first, then the caller's PYTHONPATH (where optional delegate
-    dependencies such as tosa_serializer may live)."""
-    return os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+SHARED = {"kind": "shared", "with": "producer:0"}
+
+
+def _unit(target, annotated):
+    """Probe data of a one-input op: with its producer's qspec propagated, or left float."""
+    op = {"target": target, "annotated": annotated, "inputs": {}, "kinds": {"0": "act"}}
+    op.update({"inputs": {"0": SHARED}, "output": SHARED} if annotated else {"output": None})
+    return {"ops": [op], "pre": [], "post": []}
+
+
+PROPAGATION_CASES = [
+    # (ops the quantizer propagates after a quantized producer, the entries expected:
+    #  pattern -> its ATen alternatives)
+    (
+        "slice",
+        {"aten.slice.Tensor"},
+        {"operator.getitem": [[["aten.slice.Tensor"]]]},
+    ),
+    (
+        "squeeze.dim only",
+        {"aten.squeeze.dim"},
+        {"torch.squeeze_copy": [[["aten.squeeze.dim"]]]},
+    ),
+    (
+        "both squeezes",
+        {"aten.squeeze.dim", "aten.squeeze.default"},
+        {
+            "torch.squeeze": [
+                [["aten.squeeze.default", "aten.squeeze_.default", "aten.squeeze.dim"]]
+            ]
+        },
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("label", "propagated", "expected"), PROPAGATION_CASES, ids=[c[0] for c in PROPAGATION_CASES]
+)
+def test_propagation_through_ops_outside_the_table_is_inferred(label, propagated, expected):
+    """XNNPACK's propagate_annotation: an op sharing its quantized producer's qspec becomes a
+    sharing entry quantized only after a quantized producer, written under a name whose own
+    trace (torch.squeeze: aten.squeeze.default) is not an op the quantizer leaves float."""
+    from backend_spec.compiler.observed import pattern_aten, pattern_policy
+    from backend_spec.names.naming import resolve_name
+
+    names = {
+        "aten.relu.default": ("F.relu",),
+        "aten.squeeze.default": ("torch.squeeze",),
+        "aten.slice.Tensor": ("operator.getitem",),
+        "aten.squeeze.dim": ("torch.squeeze",),
+    }
+    relu = _op({"0": _described(ACT)}, _described(ACT), {"0": "act"})
+    alone = {key: _unit(key, False) for key in names}
+    alone["aten.relu.default"] = {
+        "ops": [{**relu, "target": "aten.relu.default"}],
+        "pre": [],
+        "post": [],
+    }
+    pre = {key: _unit(key, key in propagated) for key in names if key != "aten.relu.default"}
+    inferred = infer({"alone": alone, "pre": pre}, names, "t")
+    assert inferred.gaps == []
+    found = {
+        c.pattern: c
+        for c in inferred.backend_config.configs
+        if c.pattern is not torch.nn.functional.relu
+    }
+    assert set(found) == {resolve_name(name) for name in expected}
+    for name, chains in expected.items():
+        config = found[resolve_name(name)]
+        assert pattern_aten(config) == chains
+        assert pattern_policy(config) == {"quantize": "if_input_quantized"}
+        assert config.observation_type.name == "OUTPUT_SHARE_OBSERVER_WITH_INPUT"
+
+
+def test_each_extra_unit_exports_to_its_aten_op():
+    """The calls of probe.EXTRA_UNITS trace to the op they are probed for (their key)."""
+    for key, _names, fn, shape in probe.EXTRA_UNITS:
+        exported = torch.export.export(probe._Call(fn), (torch.randn(*shape),))
+        calls = [str(n.target) for n in exported.graph.nodes if n.op == "call_function"]
+        assert calls == [key]
 
 
 def _bespec(*args, cwd=ROOT):
@@ -282,11 +319,32 @@ def _hidden_models(*excluded: str):
     return [(name, factory) for name, factory in models if name not in excluded]
 
 
-def _matches(spec: Path, original, *excluded: str) -> list[str]:
+class _Views(torch.nn.Module):
+    """Ops outside the packaged table that XNNPACK shares qparams through: dropout, slice,
+    squeeze of one dimension, a mean over everything."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.drop = torch.nn.Conv2d(3, 8, 3), torch.nn.Dropout(0.1)
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        x = self.drop(self.conv(x))
+        y = x[:, :4].mean((2, 3), keepdim=True).squeeze(3).squeeze(2)
+        z = torch.cat([y, x.mean((2, 3))[:, 4:]], 1)
+        return self.fc(z) * x.mean()
+
+
+def _views():
+    torch.manual_seed(0)
+    return _Views().eval(), (torch.randn(2, 3, 8, 8),)
+
+
+def _matches(spec: Path, original, *excluded: str, extra=()) -> list[str]:
     import backend_spec
     from backend_spec.pt2e.compare import compare_quantizers
 
-    models = _hidden_models(*excluded)
+    models = [*_hidden_models(*excluded), *extra]
     results = compare_quantizers(original, lambda: backend_spec.quantizer(spec), models)
     return [f"{r.name}: {d}" for r in results for d in r.differences]
 
@@ -367,29 +425,18 @@ def test_a_quantizer_the_format_cannot_express_is_refused_naming_the_ops(tmp_pat
     assert not out.exists()
 
 
-#: Why the XNNPACK exports are refused today. (The cat share groups, which stopped at the
-#: producers, now extend through propagated ops as torchao's do; what remains is a slice after
-#: a cat that XNNPACK propagates and the inferred spec leaves float, and the elu after it.)
-CAT_GROUPS = (
-    "export: XNNPACK propagates quantization through aten.slice.Tensor after a cat "
-    "(propagate_annotation); the inferred spec leaves that slice float, so its consumer differs"
-)
-
-
 @pytest.mark.slow
 @needs_executorch
 @pytest.mark.parametrize("per_channel", [True, False], ids=["per_channel", "per_tensor"])
 def test_xnnpack_quantizer_exports_and_matches_unseen_models(tmp_path, per_channel):
-    """One export per configuration (the slow part). Until the inferred spec propagates
-    through slice (CAT_GROUPS) it is refused: the refusal must name the op and write nothing,
-    and the test is then an expected failure; once it exports, the spec must match."""
+    """One export per configuration (the slow part): XNNPACK's propagate_annotation (qparams
+    shared through slice, squeeze.dim, mean... after a quantized producer) is inferred, and
+    the spec matches on models the export never saw."""
     done, out, original = _export_factory(tmp_path, XNNPACK_FACTORY.format(per_channel=per_channel))
-    if done.returncode != 0:
-        assert done.returncode == 1, done.stderr
-        assert "aten.slice.Tensor" in done.stderr and "nothing was written" in done.stderr
-        assert not out.exists()
-        pytest.xfail(CAT_GROUPS)
-    assert _matches(out, original) == []
+    assert done.returncode == 0, done.stderr
+    assert "verified: 8/8 models" in done.stderr
+    assert "aten: [[aten.slice.Tensor]]" in out.read_text()
+    assert _matches(out, original, extra=[("views", _views)]) == []
 
 
 @pytest.mark.slow
@@ -399,6 +446,136 @@ def test_x86_inductor_quantizer_exports_and_matches_unseen_models(tmp_path):
     assert "verified: 8/8 models" in done.stderr
     # X86InductorQuantizer itself raises on resnet18_net (one ReLU module called twice).
     assert _matches(out, original, "resnet18_net") == []
+
+
+def test_a_refusal_names_each_differing_op_and_the_gaps():
+    from backend_spec._torch import BackendConfig
+    from backend_spec.cli.render.quantizer_export import render_refusal
+    from backend_spec.export.quantizer import QuantizerExport
+    from backend_spec.export.quantizer.infer import Gap, Inferred
+    from backend_spec.export.quantizer.verify import BranchResult
+
+    gap = Gap("aten.conv2d.default", "its bias is quantized")
+    inferred = Inferred(BackendConfig("t"), gaps=[gap])
+    model = BranchResult("mlp", {"aten.linear.default": ["linear: out[0.1,3] vs float"]})
+    probe_result = BranchResult("alone:aten.cat.default", outputs_equal=False)
+    result = QuantizerExport("text", inferred, models=[model], probes=[probe_result])
+    assert not result.ok and result.matched == 0
+    text = render_refusal(result)
+    assert "cannot express the quantizer on 2 ops: aten.linear.default, (outputs)" in text
+    assert "mlp: linear: out[0.1,3] vs float" in text
+    assert "aten.conv2d.default: its bias is quantized" in text
+    assert text.endswith("nothing was written\n")
+
+
+def _two_linears():
+    """A suite of two one-Linear branches (exported) and its inputs."""
+    parts = probe.SuiteParts()
+    torch.manual_seed(0)
+    for label in ("probe", "model"):
+        parts.add(probe.Branch(label), torch.nn.Linear(4, 4), (torch.randn(2, 4),))
+    return probe.export_suite(parts), tuple(parts.inputs)
+
+
+def _x86():
+    from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
+        X86InductorQuantizer,
+        get_default_x86_inductor_quantization_config,
+    )
+
+    return X86InductorQuantizer().set_global(get_default_x86_inductor_quantization_config())
+
+
+def _float_quantizer():
+    """A quantizer that annotates nothing."""
+    from torchao.quantization.pt2e.quantizer import Quantizer
+
+    class Float(Quantizer):
+        def annotate(self, model):
+            return model
+
+        def validate(self, model):
+            pass
+
+    return Float()
+
+
+def test_only_the_chosen_branches_are_converted_the_others_compared_as_prepared():
+    from backend_spec.export.quantizer.verify import compare_runs, run
+
+    exported, inputs = _two_linears()
+    suite = exported.module(check_guards=False)
+    quantized, floating = (run(suite, q, inputs, {1}) for q in (_x86(), _float_quantizer()))
+    assert quantized.outputs[0] is None and isinstance(quantized.outputs[1], torch.Tensor)
+    assert "linear" not in quantized.placement and "linear_1" in quantized.placement
+    assert [entry[0] for entry in quantized.observers["linear"]] == ["in", "in"]  # input, weight
+    probe_result, model_result = compare_runs(suite, ["probe", "model"], quantized, floating)
+    (line,) = probe_result.differences["aten.linear.default"]
+    assert line.endswith("(as prepared)") and "in0<-flat_0[HistogramObserver]" in line
+    assert "vs float" in line
+    assert "(as prepared)" not in model_result.differences["aten.linear.default"][0]
+    same = compare_runs(suite, ["probe", "model"], quantized, run(suite, _x86(), inputs, {1}))
+    assert all(result.identical for result in same)
+
+
+def test_the_suite_cache_round_trips_and_a_broken_entry_is_rebuilt(tmp_path):
+    from backend_spec.export import quantizer as export_quantizer_module
+
+    exported, inputs = _two_linears()
+    branches = [probe.Branch("probe", "aten.linear.default", "alone"), probe.Branch("model")]
+    path = tmp_path / "suite-x.pt2"
+    export_quantizer_module._save(path, exported, branches, {"aten.linear.default": ("F.linear",)})
+    module, loaded, unit_names, loaded_inputs = export_quantizer_module._load(path)
+    assert loaded == branches and unit_names == {"aten.linear.default": ("F.linear",)}
+    assert all(torch.equal(a, b) for a, b in zip(loaded_inputs, inputs, strict=True))
+    assert len(module(*loaded_inputs)) == 2
+    path.with_suffix(".json").write_text("{")
+    assert export_quantizer_module._load(path) is None
+
+
+def _derived_bias(quant_min, source="input:1"):
+    return {
+        "kind": "derived",
+        "dtype": "int32",
+        "quant_min": quant_min,
+        "quant_max": 2**31 - 1,
+        "qscheme": "per_channel_symmetric",
+        "ch_axis": 0,
+        "from": ["input:0", source],
+        "fn": "f",
+    }
+
+
+BIAS_CASES = [
+    # (the bias qspec a conv got, the bias_qspec inferred, whether it is a gap)
+    ("float", None, None, False),
+    ("int32 full range", _derived_bias(-(2**31)), "derived", False),
+    ("int32 narrow range", _derived_bias(-(2**31) + 1), "derived_narrow", False),
+    ("16-bit range", _derived_bias(-(2**15)), None, True),
+    ("from the output", _derived_bias(-(2**31), "output"), None, True),
+]
+
+
+@pytest.mark.parametrize(
+    ("label", "bias", "policy", "gap"), BIAS_CASES, ids=[c[0] for c in BIAS_CASES]
+)
+def test_inference_of_a_derived_bias(label, bias, policy, gap):
+    from backend_spec.compiler.observed import pattern_policy
+
+    weight = {**_described(ACT), "qscheme": "per_channel_symmetric", "ch_axis": 0}
+    kinds = {"0": "act", "1": "param", "2": "param"}
+    op = _op({"0": _described(ACT), "1": weight, "2": bias}, _described(ACT), kinds)
+    probed = {"alone": {"aten.conv2d.default": {"ops": [op], "pre": [], "post": []}}}
+    inferred = infer(probed, {"aten.conv2d.default": ("F.conv2d",)}, "t")
+    (config,) = inferred.backend_config.configs
+    assert pattern_policy(config).get("bias_qspec") == policy
+    assert any("its bias is quantized" in g.what for g in inferred.gaps) == gap
+
+
+def _pythonpath() -> str:
+    """This checkout first, then the caller's PYTHONPATH (where optional delegate
+    dependencies such as tosa_serializer may live)."""
+    return os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
 
 
 #: Why each delegate's export is refused today (what its report names), by fixture factory.
@@ -445,26 +622,6 @@ def test_executorch_delegate_quantizers_export_or_are_refused_naming_ops(tmp_pat
     assert done.returncode == 0, done.stderr[-2000:]
     assert "verified: 8/8 models" in done.stderr
     assert _matches(out, factory) == []
-
-
-def test_a_refusal_names_each_differing_op_and_the_gaps():
-    from backend_spec._torch import BackendConfig
-    from backend_spec.cli.render.quantizer_export import render_refusal
-    from backend_spec.export.quantizer import QuantizerExport
-    from backend_spec.export.quantizer.infer import Gap, Inferred
-    from backend_spec.export.quantizer.verify import BranchResult
-
-    gap = Gap("aten.conv2d.default", "its bias is quantized")
-    inferred = Inferred(BackendConfig("t"), gaps=[gap])
-    model = BranchResult("mlp", {"aten.linear.default": ["linear: out[0.1,3] vs float"]})
-    probe_result = BranchResult("alone:aten.cat.default", outputs_equal=False)
-    result = QuantizerExport("text", inferred, models=[model], probes=[probe_result])
-    assert not result.ok and result.matched == 0
-    text = render_refusal(result)
-    assert "cannot express the quantizer on 2 ops: aten.linear.default, (outputs)" in text
-    assert "mlp: linear: out[0.1,3] vs float" in text
-    assert "aten.conv2d.default: its bias is quantized" in text
-    assert text.endswith("nothing was written\n")
 
 
 def _failing_quantizer(target):

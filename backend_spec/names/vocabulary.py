@@ -112,3 +112,21 @@ def builtin_backend_config(name: str):
 
             return get_x86_backend_config()
         return getattr(backend_config_module, getter_name)()
+
+
+def export_base(ref: str, base: str | None) -> str | None:
+    """The base ``bespec export --base`` asks for: a built-in, ``"auto"``, or None. By default
+    ``auto`` for a ``module:attr`` reference, none for a built-in or a spec file (exported as
+    they are). ValueError for anything else (checked before any import or work)."""
+    from pathlib import Path
+
+    from backend_spec.names.importer import split_ref
+
+    if base is None:
+        is_ref = ref not in BUILTIN_BACKENDS and not Path(ref).is_file() and split_ref(ref)
+        return "auto" if is_ref else None
+    if base == "none":
+        return None
+    if base != "auto" and base not in BUILTIN_BACKENDS:
+        raise ValueError(f"--base must be a built-in backend, auto or none, not {base!r}")
+    return base

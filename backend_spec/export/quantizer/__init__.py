@@ -20,21 +20,23 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
+import json
 import os
 import tempfile
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from backend_spec._torch import quiet
 from backend_spec.export.quantizer.infer import Gap, Inferred, infer, rewrite_gaps
 from backend_spec.export.quantizer.verify import BranchResult, compare_runs, run
+from backend_spec.files import cache_folder, write_atomic
 
 __all__ = ["QuantizerExport", "export_quantizer", "is_quantizer", "quantizer_factory"]
 
 #: Bumped whenever the probe suite changes (old cache entries are then never read).
-PROBE_FORMAT = 2
+PROBE_FORMAT = 3
 
 
 @dataclass
@@ -103,15 +105,16 @@ def export_quantizer(
     from backend_spec.export import dump
     from backend_spec.export.quantizer import probe
 
-    suite, branches, unit_names = _suite(cache_dir)
-    inputs = tuple(_suite_inputs())
+    suite, branches, unit_names, inputs = _suite(cache_dir)
     recorder = probe.recording(factory())
-    original = run(suite, recorder, inputs)
+    # The verification models are converted; the probes are compared as prepared.
+    models = {index for index, branch in enumerate(branches) if branch.unit is None}
+    original = run(suite, recorder, inputs, models)
     dropped: set[int] = set()
     if original.error:
         suite, dropped = _without_failing(suite, factory, inputs, len(branches), original.error)
         recorder = probe.recording(factory())
-        original = run(suite, recorder, inputs)
+        original = run(suite, recorder, inputs, models)
         if original.error:
             raise ValueError(f"the quantizer fails on the probe suite: {original.error}")
     probed = probe.by_context(recorder.snapshot, branches)
@@ -121,7 +124,7 @@ def export_quantizer(
     result = QuantizerExport(text, inferred)
     result.left_out = [branches[index].label for index in sorted(dropped)]
     candidate = _spec_quantizer(text, fmt)
-    spec_run = run(suite, candidate(), inputs)
+    spec_run = run(suite, candidate(), inputs, models)
     if spec_run.error:
         result.error = f"spec: {spec_run.error}"
         return result
@@ -190,73 +193,99 @@ def _spec_quantizer(text: str, fmt: str) -> Callable[[], Any]:
 def _parts() -> tuple[Any, dict[str, tuple[str, ...]]]:
     """The probes of every unit in every context, then the verification models."""
     from backend_spec.export.quantizer import probe
-    from backend_spec.export.quantizer.models import MODELS
-    from backend_spec.pt2e.nets import NETS
 
     parts, unit_names = probe.probe_parts()
-    chosen = {**MODELS, "x86_net": NETS["x86_net"], "tutorial_net": NETS["tutorial_net"]}
-    for label, model_factory in chosen.items():
+    for label, model_factory in _models().items():
         model, example_inputs = model_factory()
         parts.add(probe.Branch(label), model, example_inputs)
     return parts, unit_names
 
 
-def _suite_inputs() -> list[Any]:
-    return _parts()[0].inputs
+def _models() -> dict[str, Callable[[], tuple[Any, tuple]]]:
+    from backend_spec.export.quantizer.models import MODELS
+    from backend_spec.pt2e.nets import NETS
+
+    return {**MODELS, "x86_net": NETS["x86_net"], "tutorial_net": NETS["tutorial_net"]}
 
 
 # --- the suite cache ---------------------------------------------------------------------------
 
+#: What the suite of a cache entry holds: the exported program is ``suite-KEY.pt2`` (its example
+#: inputs are the suite's inputs), its branches and unit names ``suite-KEY.json``.
+Suite = tuple[Any, list[Any], dict[str, tuple[str, ...]], tuple]
+
 
 @functools.cache
-def _suite(cache_dir: Path | None) -> tuple[Any, list[Any], dict[str, tuple[str, ...]]]:
-    """(exported suite, its branches, unit key -> op names), the export cached on disk.
+def _suite(cache_dir: Path | None) -> Suite:
+    """(exported suite module, its branches, unit key -> op names, inputs), cached on disk.
 
-    The suite does not depend on the quantizer, only on torch (and bespec's probes), so the
-    exported program is saved per torch version and :data:`PROBE_FORMAT`; a cache file that
-    cannot be read is rebuilt, one that cannot be written only costs time."""
+    The suite does not depend on the quantizer, only on torch (and bespec's probes), so it is
+    saved per torch version and :data:`PROBE_FORMAT`, keyed without building it (building the
+    probes costs seconds). A cache entry that cannot be read is rebuilt, one that cannot be
+    written only costs time."""
+    from backend_spec.export.quantizer import probe
+
+    path = (cache_dir or cache_folder() / "quantizer-probes") / f"suite-{_suite_key()}.pt2"
+    cached = _load(path)
+    if cached is not None:
+        return cached
+    parts, unit_names = _parts()
+    exported = probe.export_suite(parts)
+    _save(path, exported, parts.branches, unit_names)
+    return exported.module(check_guards=False), parts.branches, unit_names, tuple(parts.inputs)
+
+
+def _suite_key() -> str:
+    """What the suite is made of: the probe format, torch's version, every unit and model."""
     import torch
 
     from backend_spec.export.quantizer import probe
 
-    parts, unit_names = _parts()
-    key = hashlib.sha256(
-        "\n".join(
-            [str(PROBE_FORMAT), torch.__version__, *(b.label for b in parts.branches)]
-        ).encode()
-    ).hexdigest()[:24]
-    path = (cache_dir or default_cache_dir()) / f"suite-{key}.pt2"
-    exported = _load(path)
-    if exported is None:
-        exported = probe.export_suite(parts)
-        _save(path, exported)
-    return exported.module(check_guards=False), parts.branches, unit_names
+    names = [
+        str(PROBE_FORMAT),
+        torch.__version__,
+        *(unit.key for unit in probe.units()),
+        *(extra[0] for extra in probe.EXTRA_UNITS),
+        *probe.CONTEXTS,
+        *_models(),
+    ]
+    return hashlib.sha256("\n".join(names).encode()).hexdigest()[:24]
 
 
-def _load(path: Path) -> Any:
+def _load(path: Path) -> Suite | None:
     import torch
 
-    if not path.is_file():
-        return None
+    from backend_spec.export.quantizer.probe import Branch
+
     try:
+        described = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
         with quiet():
-            return torch.export.load(path)
-    except Exception:  # noqa: BLE001 - a stale or broken cache is rebuilt
+            exported = torch.export.load(path)
+        branches = [Branch(**branch) for branch in described["branches"]]
+        unit_names = {key: tuple(names) for key, names in described["unit_names"].items()}
+        inputs = tuple(exported.example_inputs[0])
+    except Exception:  # noqa: BLE001 - a missing, stale or broken cache is rebuilt
         return None
+    if len(inputs) != sum(1 for _ in exported.graph_signature.user_inputs):
+        return None
+    return exported.module(check_guards=False), branches, unit_names, inputs
 
 
-def _save(path: Path, exported: Any) -> None:
+def _save(
+    path: Path, exported: Any, branches: list[Any], unit_names: dict[str, tuple[str, ...]]
+) -> None:
     import torch
 
+    described = {
+        "branches": [asdict(branch) for branch in branches],
+        "unit_names": unit_names,
+    }
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_name(f".{os.getpid()}.{path.name}")  # export.save wants .pt2
         torch.export.save(exported, temporary)
+        # The description first: a program without one is never read.
+        write_atomic(path.with_suffix(".json"), json.dumps(described))
         os.replace(temporary, path)
     except Exception:  # noqa: BLE001 - a cache that cannot be written only costs time
         pass
-
-
-def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "bespec" / "quantizer-probes"

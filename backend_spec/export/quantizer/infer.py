@@ -97,17 +97,42 @@ class _Builder:
         #: The activation qspec most used: what an input shared with its producer gets.
         self.common = common
         self.backend_config = BackendConfig(name)
-        self.configs: list[tuple[int, BackendPatternConfig]] = []
+        self.configs: list[tuple[int, BackendPatternConfig, str]] = []
         self.inferred = Inferred(self.backend_config)
         self.seen_chains: set[str] = set()
         #: ATen op -> the behaviour of its own entry (for deciding whether a chain is a fusion).
         self.single_output: dict[str, Any] = {}
 
     def result(self) -> Inferred:
-        # Longer chains first keeps the spec readable; the pt2e runtime sorts them anyway.
-        for _length, config in sorted(self.configs, key=lambda item: -item[0]):
-            self.backend_config.set_backend_pattern_config(config)
+        """The entries, longer chains first (readable; the pt2e runtime sorts them anyway)."""
+        by_pattern: dict[Any, BackendPatternConfig] = {}
+        for _length, config, label in sorted(self.configs, key=lambda item: -item[0]):
+            chosen = self.named(config, label, by_pattern)
+            if chosen is not None:
+                by_pattern[chosen.pattern] = chosen
+                self.backend_config.set_backend_pattern_config(chosen)
         return self.inferred
+
+    def named(
+        self, config: BackendPatternConfig, label: str, by_pattern: dict[Any, BackendPatternConfig]
+    ) -> BackendPatternConfig | None:
+        """The entry of a unit outside the packaged table (:data:`.probe.EXTRA_UNITS`) under a
+        name whose own trace is no other op, or that op's entry when it quantizes alike (then
+        also matching this unit's op; ``None`` is returned); other entries as they are."""
+        from backend_spec.export.quantizer.probe import EXTRA_UNITS
+
+        candidates = next((c for key, c, *_ in EXTRA_UNITS if key == label), None)
+        if candidates is None:
+            return config
+        known = by_pattern.get(config.pattern)
+        if known is not None and _merged(known, config):
+            return None
+        for name in candidates:
+            pattern = _resolve(name)
+            if pattern not in by_pattern and not _traces(pattern):
+                return _renamed(config, pattern)
+        self.gap(label, "no op name writes it without another op the quantizer treats otherwise")
+        return None
 
     # --- units --------------------------------------------------------------------------------
 
@@ -247,7 +272,7 @@ class _Builder:
         config.set_dtype_configs([dtype_config])
         aten = [[_alternatives(target) for target in targets]] if any_spelling else None
         set_pt2e_keys(config, aten, {k: v for k, v in policy.items() if v != _DEFAULTS.get(k)})
-        self.configs.append((len(targets), config))
+        self.configs.append((len(targets), config, label))
         self.inferred.entries.append(label)
 
     def bias(self, label: str, qspec: dict[str, Any], act_position: str | None) -> str:
@@ -443,6 +468,44 @@ def _alternatives(target: str) -> list[str]:
             if alternatives[0] == target:
                 return list(alternatives)
     return [target]
+
+
+def _merged(known: BackendPatternConfig, other: BackendPatternConfig) -> bool:
+    """Whether ``other`` (an entry of ``known``'s op name) quantizes as ``known`` does, in which
+    case ``known`` now also matches ``other``'s ATen ops."""
+    from backend_spec.compiler.observed import pattern_aten, pattern_policy
+
+    chains, extra = pattern_aten(known), pattern_aten(other)
+    alike = (
+        known.observation_type == other.observation_type
+        and known.dtype_configs == other.dtype_configs
+        and known.root_module == other.root_module
+        and pattern_policy(known) == pattern_policy(other)
+        and len(chains) == len(extra) == 1
+        and len(chains[0]) == len(extra[0])
+    )
+    if alike:
+        merged = [
+            [*a, *(op for op in b if op not in a)] for a, b in zip(*chains, *extra, strict=True)
+        ]
+        set_pt2e_keys(known, [merged], pattern_policy(known))
+    return alike
+
+
+def _traces(pattern: Any) -> bool:
+    """Whether torch.export traces ``pattern`` to ops of its own (an entry matches them too)."""
+    from backend_spec.pt2e.aten import describe_op
+
+    return "chain" in describe_op(pattern)
+
+
+def _renamed(config: BackendPatternConfig, pattern: Any) -> BackendPatternConfig:
+    from backend_spec.compiler.observed import pattern_aten, pattern_policy
+
+    renamed = BackendPatternConfig(pattern).set_observation_type(config.observation_type)
+    renamed.set_dtype_configs(config.dtype_configs)
+    set_pt2e_keys(renamed, pattern_aten(config), pattern_policy(config))
+    return renamed
 
 
 def _resolve(pattern: Any) -> Any:

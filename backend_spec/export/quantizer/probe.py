@@ -61,10 +61,32 @@ FUSION_CANDIDATES: tuple[tuple[str, ...], ...] = (
     ("nn.Conv2d", "operator.add", "nn.ReLU"),
 )
 
+#: ATen ops that models produce but no name of the packaged table traces to (indexing, a
+#: squeeze of one dimension, a mean over everything...): ``(ATen key, spec op names, call,
+#: input shape)``, each probed as a unit of its own. Quantizers pass qparams through such ops
+#: (XNNPACK's ``propagate_annotation`` shares them through slice, squeeze.dim and mean), so the
+#: spec needs an entry for each one the quantizer annotates. The entry is written with the
+#: first name; as an entry also matches its name's own trace (``torch.squeeze``:
+#: aten.squeeze.default), :mod:`.infer` falls back to a later name that traces to nothing when
+#: the quantizer treats the traced op otherwise.
+EXTRA_UNITS: tuple[tuple[str, tuple[str, ...], Any, tuple[int, ...]], ...] = (
+    ("aten.slice.Tensor", ("operator.getitem",), lambda x: x[:, :4], (2, 8, 4, 4)),
+    ("aten.select.int", ("torch.select",), lambda x: torch.select(x, 1, 0), (2, 8, 4, 4)),
+    (
+        "aten.squeeze.dim",
+        ("torch.squeeze", "torch.squeeze_copy"),
+        lambda x: torch.squeeze(x, 1),
+        (2, 1, 4, 4),
+    ),
+    ("aten.mean.default", ("torch.mean",), torch.mean, (2, 8, 4, 4)),
+    ("aten.clone.default", ("torch.clone",), torch.clone, (2, 8, 4, 4)),
+    ("aten.expand.default", ("method:expand",), lambda x: x.expand(2, 8, 4, 4), (2, 1, 4, 4)),
+)
+
 #: Ops of the table that are not worth a branch: they vanish or only move memory in place, or
 #: (batch_norm) leave a BatchNorm that no conv folds, for which ``convert_pt2e`` re-exports
 #: ~100 conv-bn QAT patterns (minutes) although nothing is folded.
-_SKIPPED_OPS = ("aten.detach", "aten.resize_", "aten.dropout", "aten.embedding", "aten.batch_norm")
+_SKIPPED_OPS = ("aten.detach", "aten.resize_", "aten.embedding", "aten.batch_norm")
 
 
 @dataclass(frozen=True)
@@ -245,8 +267,34 @@ def probe_parts() -> tuple[SuiteParts, dict[str, tuple[str, ...]]]:
                 probe_module,
                 made.example_inputs,
             )
+    _add_extra_units(parts, names)
     _add_variants(parts)
     return parts, names
+
+
+class _Call(nn.Module):
+    """One call of :data:`EXTRA_UNITS` as a module."""
+
+    def __init__(self, fn: Any) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(x)
+
+
+def _add_extra_units(parts: SuiteParts, names: dict[str, tuple[str, ...]]) -> None:
+    """:data:`EXTRA_UNITS`, in every context of a one-input unit."""
+    for key, candidates, fn, shape in EXTRA_UNITS:
+        inputs = (torch.randn(*shape),)
+        names[key] = candidates[:1]
+        widths = [_width(t) for t in inputs]
+        for context in _contexts(Unit(candidates[:1], key), widths):
+            parts.add(
+                Branch(f"{context}:{key}", key, context),
+                Probe(_Call(fn), widths, _width(fn(*inputs)), context),
+                inputs,
+            )
 
 
 def _contexts(unit: Unit, widths: list[int]) -> tuple[str, ...]:

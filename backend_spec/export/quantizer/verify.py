@@ -24,11 +24,13 @@ BATCHES = 1
 
 @dataclass
 class Run:
-    """One quantizer on a suite: placement per node, outputs per branch."""
+    """One quantizer on a suite: placement per node (converted branches), observers per node
+    (every branch, as prepared), outputs per branch (``None`` where not converted)."""
 
     placement: dict[str, list[tuple]]
     outputs: tuple
     error: str = ""
+    observers: dict[str, list[tuple]] = field(default_factory=dict)
 
 
 @dataclass
@@ -45,8 +47,13 @@ class BranchResult:
         return not self.differences and self.outputs_equal
 
 
-def run(exported: Any, quantizer: Any, inputs: tuple) -> Run:
-    """prepare, calibrate and convert a copy of ``exported`` with ``quantizer``."""
+def run(exported: Any, quantizer: Any, inputs: tuple, converted: set[int] | None = None) -> Run:
+    """prepare, calibrate and convert a copy of ``exported`` with ``quantizer``.
+
+    Only the branches in ``converted`` (all when ``None``) are calibrated and converted; the
+    others are compared as prepared (:func:`observers`), which decides their q/dq placement
+    and qparams as well: calibrating and converting the hundreds of small probes was most of an
+    export's time (a histogram observer's qparams search costs milliseconds each)."""
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     from backend_spec.pt2e.compare import placement
@@ -56,13 +63,98 @@ def run(exported: Any, quantizer: Any, inputs: tuple) -> Run:
         with quiet(), torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             prepared = prepare_pt2e(copy.deepcopy(exported), quantizer)
+            observed = observers(prepared, exported)
+            if converted is not None:
+                _keep_branches(prepared, converted)
             for batch in calibration(inputs, BATCHES):
                 prepared(*batch)
-            converted = convert_pt2e(prepared, fold_quantize=False)
-            outputs = converted(*inputs)
+            quantized = convert_pt2e(prepared, fold_quantize=False)
+            outputs = quantized(*inputs)
     except Exception as exc:  # noqa: BLE001 - a quantizer that crashes is a finding, not a bug
         return Run({}, (), f"{type(exc).__name__}: {str(exc)[:300]}")
-    return Run(_named_constants(placement(converted), exported), tuple(outputs))
+    return Run(_named_constants(placement(quantized), exported), tuple(outputs), "", observed)
+
+
+def _keep_branches(prepared: Any, kept: set[int]) -> None:
+    """Drop the outputs of the suite branches not in ``kept`` and every node only they used."""
+    output = next(node for node in prepared.graph.nodes if node.op == "output")
+    leaves = output.args[0]
+    output.args = (type(leaves)(v if i in kept else None for i, v in enumerate(leaves)),)
+    prepared.graph.eliminate_dead_code()
+    prepared.recompile()
+
+
+def observers(prepared: Any, exported: Any) -> dict[str, list[tuple]]:
+    """Per operator node of a prepared graph: the observers on its inputs and its output.
+
+    An observer is told by its class and settings and by the tensors its group observes (an
+    instance shared by several edges is one group): two prepared graphs whose nodes read the
+    same here get the same qparams from the same calibration, so they convert alike. The
+    observers along one edge (a producer's output observer, then the consumer's input one) are
+    listed once when they are the same."""
+    modules = dict(prepared.named_modules())
+    names = {node.name for node in exported.graph.nodes}
+
+    def is_observer(node: Any) -> bool:
+        return node.op == "call_module" and _is_observer(modules.get(node.target))
+
+    def source(node: Any) -> Any:
+        while isinstance(node, torch.fx.Node) and is_observer(node):
+            node = node.args[0]
+        return node
+
+    groups: dict[int, set[str]] = {}
+    for node in prepared.graph.nodes:
+        if is_observer(node):
+            groups.setdefault(id(modules[node.target]), set()).add(_name(source(node), names))
+
+    def key(node: Any) -> tuple:
+        module = modules[node.target]
+        return (_settings(module), tuple(sorted(groups[id(module)])))
+
+    found: dict[str, list[tuple]] = {}
+    for node in prepared.graph.nodes:
+        if node.op != "call_function":
+            continue
+        entries: list[tuple] = []
+        for index, arg in enumerate(node.all_input_nodes):
+            chain = []
+            while is_observer(arg):
+                chain.insert(0, key(arg))
+                arg = arg.args[0]
+            if chain:
+                unique = [k for i, k in enumerate(chain) if i == 0 or k != chain[i - 1]]
+                entries.append(("in", index, _name(arg, names), *unique))
+        entries += [("out", key(user)) for user in node.users if is_observer(user)][:1]
+        found[node.name] = entries
+    return found
+
+
+def _is_observer(module: Any) -> bool:
+    from torchao.quantization.pt2e.fake_quantize import FakeQuantizeBase
+    from torchao.quantization.pt2e.observer import ObserverBase
+
+    return isinstance(module, (ObserverBase, FakeQuantizeBase))
+
+
+def _name(node: Any, names: set[str]) -> str:
+    """A node's name, or ``<constant>`` for one the quantizer made (see _named_constants)."""
+    name = getattr(node, "name", str(node))
+    return name if name in names else "<constant>"
+
+
+def _settings(module: Any) -> str:
+    """An observer's class, plain attributes and one-element buffers (eps, fixed qparams)."""
+    plain = (bool, int, float, str, torch.dtype, torch.qscheme, type(None))
+    items = [
+        f"{k}={v}"
+        for k, v in sorted(vars(module).items())
+        if not k.startswith("_") and k != "training" and isinstance(v, plain)
+    ]
+    items += [
+        f"{k}={float(v)}" for k, v in sorted(module.named_buffers(recurse=False)) if v.numel() == 1
+    ]
+    return f"{type(module).__name__}({', '.join(items)})"
 
 
 #: Quantizer runs spent finding the branches a quantizer fails on, at most (then the export
@@ -151,17 +243,45 @@ def compare_runs(exported: Any, labels: list[str], first: Run, second: Run) -> l
         found = branch_of(node) if node.op == "call_function" else None
         if found is not None:
             where[node.name] = (found[0], str(node.target))
-    for line in placement_differences(first.placement, second.placement):
+    # Branches left unconverted (no output) are compared as prepared, the others converted.
+    prepared_only = {i for i, out in enumerate(first.outputs) if out is None}
+    for compared, line in [
+        *((False, line) for line in placement_differences(first.placement, second.placement)),
+        *((True, line) for line in _observer_differences(first.observers, second.observers)),
+    ]:
         name = line.split(":", 1)[0]
-        if name not in where:
+        if name not in where or (where[name][0] in prepared_only) != compared:
             continue
         index, target = where[name]
         results[index].differences.setdefault(target, []).append(line)
     for index, result in enumerate(results):
         a = first.outputs[index] if index < len(first.outputs) else None
         b = second.outputs[index] if index < len(second.outputs) else None
-        result.outputs_equal = _equal(a, b)
+        result.outputs_equal = (a is None and b is None) or _equal(a, b)
     return results
+
+
+def _observer_differences(first: dict[str, list[tuple]], second: dict[str, list[tuple]]) -> list:
+    """One line per node whose observers differ once prepared (:func:`observers`)."""
+    lines = []
+    for name in sorted(first.keys() | second.keys()):
+        a, b = first.get(name), second.get(name)
+        if a != b:
+            lines.append(f"{name}: {_observed_text(a)} vs {_observed_text(b)} (as prepared)")
+    return lines
+
+
+def _observed_text(entries: list[tuple] | None) -> str:
+    if entries is None:
+        return "absent"
+    if not entries:
+        return "float"
+    parts = []
+    for entry in entries:
+        keys = entry[3:] if entry[0] == "in" else entry[1:]
+        shown = "+".join(settings.split("(")[0] for settings, _group in keys)
+        parts.append(f"in{entry[1]}<-{entry[2]}[{shown}]" if entry[0] == "in" else f"out[{shown}]")
+    return " ".join(parts)
 
 
 def _equal(a: Any, b: Any) -> bool:
