@@ -224,6 +224,28 @@ def test_dynamic_spec_quantizes_inputs_at_run_time() -> None:
     assert result.between_db >= flows.EQUIVALENT_DB
 
 
+def test_dynamic_qparams_compare_equal_and_describe_without_a_crash() -> None:
+    """Run-time qparams (choose_qparams nodes) are the same "dynamic" in two conversions of
+    one model, and a difference against a float node still renders."""
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    from backend_spec.pt2e.compare import placement, placement_differences
+
+    def converted():
+        torch.manual_seed(0)
+        model, x = nn.Sequential(nn.Linear(8, 4)).eval(), torch.randn(3, 8)
+        exported = torch.export.export(model, (x,)).module()
+        prepared = prepare_pt2e(exported, backend_spec.quantizer(_write(DYNAMIC)))
+        prepared(x)
+        return placement(convert_pt2e(prepared, fold_quantize=False))
+
+    first, second = converted(), converted()
+    assert any("dynamic" in entry[-1] for entries in first.values() for entry in entries)
+    assert placement_differences(first, second) == []
+    floated = {name: [] for name in second}
+    assert all("[dynamic]" in line for line in placement_differences(first, floated))
+
+
 def test_weight_only_and_fp16_specs() -> None:
     table = backend_spec.quantizer(_write(WEIGHT_ONLY)).table
     rule = table["rules"][0]

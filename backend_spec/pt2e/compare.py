@@ -143,7 +143,11 @@ def _qparams(model: Any, node: Any) -> tuple:
     values = []
     for arg in node.args[1:]:
         value = _value(model, arg)
-        if isinstance(value, torch.Tensor):
+        if isinstance(value, torch.fx.Node):
+            # Computed at run time (dynamic quantization's choose_qparams): two graphs agree
+            # on that, not on node identities.
+            value = "dynamic"
+        elif isinstance(value, torch.Tensor):
             value = tuple(round(float(v), 9) for v in value.flatten().tolist())
         elif isinstance(value, float):
             value = round(value, 9)
@@ -190,4 +194,6 @@ def _short(qparams: tuple) -> str:
     scale = qparams[0]
     if isinstance(scale, tuple):
         return f"[per-channel x{len(scale)}]"
+    if not isinstance(scale, (int, float)):
+        return f"[{scale}]"
     return f"[{scale:.4g},{qparams[1]}]"
