@@ -161,6 +161,23 @@ def test_a_weight_only_annotation_becomes_a_weight_only_entry():
     assert inferred.gaps == []
 
 
+def test_a_dynamic_activation_gives_a_dynamic_entry_with_a_float_output():
+    """Dynamic quantization (Vulkan's is_dynamic config): the input is quantized at run time
+    and the output stays float, with no consumer policy."""
+    from backend_spec.compiler.observed import pattern_policy
+
+    dynamic = {**_described(ACT), "observer": "PlaceholderObserver", "kwargs": {}}
+    dynamic["is_dynamic"] = True
+    weight = {**_described(ACT), "qscheme": "per_channel_symmetric", "ch_axis": 0}
+    op = _op({"0": dynamic, "1": weight}, None, {"0": "act", "1": "param"})
+    op["target"] = "aten.linear.default"
+    probed = {"alone": {"aten.linear.default": {"ops": [op], "pre": [], "post": []}}}
+    (config,) = infer(probed, {"aten.linear.default": ("F.linear",)}, "t").backend_config.configs
+    (dtype_config,) = config.dtype_configs
+    assert dtype_config.is_dynamic and dtype_config.output_dtype == torch.float
+    assert pattern_policy(config) == {}
+
+
 def test_unknown_observer_arguments_are_a_gap():
     odd = {**_described(ACT), "kwargs": {"eps": 2**-12, "bins": 128}}
     op = _op({"0": odd}, odd, {"0": "act"})
@@ -605,7 +622,7 @@ def _delegate_factory(name: str):
 
 @pytest.mark.slow
 @needs_executorch
-@pytest.mark.parametrize("name", [*sorted(DELEGATE_REFUSALS), "vulkan"])
+@pytest.mark.parametrize("name", [*sorted(DELEGATE_REFUSALS), "vulkan", "vulkan_dynamic"])
 def test_executorch_delegate_quantizers_export_or_are_refused_naming_ops(tmp_path, name):
     """Each delegate's quantizer either exports and then matches on models the export never
     saw, or (those of DELEGATE_REFUSALS) is refused cleanly: exit 1, the differing ATen ops

@@ -225,7 +225,9 @@ class _Builder:
             return
         input_dtype = self.mapping(label, "input", act)
         output_dtype = input_dtype
-        if output is None:
+        if output is None and act.get("is_dynamic"):
+            output_dtype = torch.float  # dynamic: quantized at run time, the output float
+        elif output is None:
             # "int8 in, fp32 out": observed only where a consumer quantizes it (X86's anchors).
             policy["output"] = "if_consumer_quantized"
         elif output.get("kind") == "shared":
