@@ -134,7 +134,7 @@ def test_inference_of_a_conv_entry(label, output, policy, gap):
     probed = {"alone": {"aten.conv2d.default": {"ops": [op], "pre": [], "post": []}}}
     inferred = infer(probed, {"aten.conv2d.default": ("F.conv2d",)}, "t")
     (config,) = inferred.backend_config.configs
-    from backend_spec.compiler.observed import pattern_aten, pattern_policy
+    from backend_spec.ir.carrier import pattern_aten, pattern_policy
 
     assert pattern_aten(config) == [[["aten.conv2d.default"]]]
     assert pattern_policy(config) == policy
@@ -172,7 +172,7 @@ def _conv_relu_probes(functional_fused: bool) -> dict:
 
 @pytest.mark.parametrize("functional_fused", [True, False], ids=["any_spelling", "modules_only"])
 def test_a_fusion_the_quantizer_matches_by_module_is_spelled_with_modules(functional_fused):
-    from backend_spec.compiler.observed import pattern_aten
+    from backend_spec.ir.carrier import pattern_aten
 
     names = {
         "nn.Conv2d>nn.ReLU": ("nn.Conv2d", "nn.ReLU"),

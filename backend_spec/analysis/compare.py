@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig
-from backend_spec.compiler.observed import pattern_options
+from backend_spec.ir.carrier import pattern_options
 from backend_spec.names.dtypes import dtype_config_list, dtype_name
 from backend_spec.names.fusers import map_wrapper
 from backend_spec.names.labels import object_label, pattern_label

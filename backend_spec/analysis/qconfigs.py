@@ -20,7 +20,7 @@ from functools import cache
 from typing import Any, NamedTuple
 
 from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig, quiet, torch
-from backend_spec.compiler.observed import observer_options
+from backend_spec.ir.carrier import observer_options
 from backend_spec.names.dtypes import dtype_name, dtype_range
 from backend_spec.names.labels import dtype_label
 from backend_spec.specfile.fields import CONSTRAINT_FIELDS

@@ -251,7 +251,7 @@ def declared_text(config: Any) -> list[str]:
     """The pattern entry's fields as declared: an edit that these synthesized models cannot
     show (a fusion pattern's observation type, once torch matches the fused module instead)
     still drifts, naming the field."""
-    from backend_spec.compiler.observed import pattern_options
+    from backend_spec.ir.carrier import pattern_options
     from backend_spec.names.fusers import sequential_class
 
     lines = []

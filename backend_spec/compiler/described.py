@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from backend_spec._torch import DTypeConfig, DTypeWithConstraints
-from backend_spec.compiler.observed import observer_options
+from backend_spec.ir.carrier import observer_options
 from backend_spec.names.dtypes import dtype_name
 from backend_spec.specfile.fields import CONSTRAINT_FIELDS, DTYPE_CONFIG_MAPPINGS
 

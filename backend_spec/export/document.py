@@ -16,11 +16,11 @@ from typing import Any
 from backend_spec import codes
 from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig, ObservationType
 from backend_spec.codes import Code
-from backend_spec.compiler.observed import pattern_aten, pattern_policy
 from backend_spec.diagnostics import Diagnostic, Severity, SpecError, format_key_path
 from backend_spec.export.dtypes import DTypeConfigTable, DTypeDoc
 from backend_spec.export.families import family_of
 from backend_spec.export.functions import Unwritable, function_doc
+from backend_spec.ir.carrier import pattern_aten, pattern_policy
 from backend_spec.names.labels import config_label, qualified_name
 from backend_spec.names.naming import object_name, observation_type_name, op_name
 from backend_spec.names.resolver import is_module_class

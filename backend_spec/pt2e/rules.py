@@ -18,7 +18,7 @@ from typing import Any
 
 from backend_spec._torch import BackendConfig, BackendPatternConfig, ObservationType, quiet, torch
 from backend_spec.analysis import qconfigs
-from backend_spec.compiler.observed import pattern_aten, pattern_policy
+from backend_spec.ir.carrier import pattern_aten, pattern_policy
 from backend_spec.pt2e.aten import describe_op
 from backend_spec.pt2e.qat import qat_fused_type, qat_swap, spec_data
 from backend_spec.pt2e.table import Policy, Rule, Table

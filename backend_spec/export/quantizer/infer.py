@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig, torch
-from backend_spec.compiler.observed import ObservedDTypeWithConstraints, set_pt2e_keys
+from backend_spec.ir.carrier import ObservedDTypeWithConstraints, set_pt2e_keys
 from backend_spec.pt2e.table import POLICY_VALUES
 
 with __import__("backend_spec.quiet", fromlist=["quiet"]).quiet():

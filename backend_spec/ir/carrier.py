@@ -1,12 +1,16 @@
-"""Version 2 options that torch's BackendConfig has no field for, carried on its objects.
+"""Where the version 2 facts sit on the torch objects a spec compiles to.
+
+torch's BackendConfig has no field for them, yet ``load`` returns a BackendConfig that
+``dump``, ``qconfig_mapping`` and ``quantizer`` accept, so they travel with it. Only
+:mod:`backend_spec.ir.lift` reads them back; every other reader asks the intermediate form.
 
 Observer choices (``observer``, ``qscheme``, ``granularity``, ``ch_axis``, ``reduce_range``,
 ``fake_quant``) belong to a dtype mapping, so a dtype mapping that uses them compiles to
 :class:`ObservedDTypeWithConstraints`, a ``DTypeWithConstraints`` with those fields; torch
 reads the base fields as usual, and ``qconfig_mapping``, the pt2e quantizer and the exporter
 read the rest. The pt2e keys of a pattern entry (``aten`` and the policy keys of
-:data:`POLICY_KEYS`) are attributes of its ``BackendPatternConfig``. A version 1 file
-produces plain torch objects.
+:data:`backend_spec.ir.POLICY_KEYS`) are attributes of its ``BackendPatternConfig``. A
+version 1 file produces plain torch objects.
 """
 
 from __future__ import annotations
@@ -19,9 +23,6 @@ from backend_spec.specfile.fields import OBSERVER_FIELDS, PT2E_PATTERN_FIELDS
 
 #: Attribute names on a BackendPatternConfig for the pattern-level pt2e keys.
 _ATEN, _POLICY = "bespec_aten", "bespec_policy"
-
-#: The pattern keys that set a pt2e rule's policy (backend_spec.pt2e.table.Policy's fields).
-POLICY_KEYS = PT2E_PATTERN_FIELDS[1:]
 
 
 @dataclass
