@@ -109,3 +109,13 @@ def test_a_dtype_mapping_takes_every_key_of_the_field_table(key: str) -> None:
 def test_a_key_outside_the_field_table_is_refused(make) -> None:
     with pytest.raises(ValueError, match="fields.py"):
         make()
+
+
+def test_function_references_compare_by_shape_or_identity() -> None:
+    from backend_spec.ir import FunctionRef
+    from backend_spec.names.fusers import sequential_fuser
+
+    fresh = [FunctionRef.of(sequential_fuser(nni.ConvReLU2d, 2)) for _ in range(2)]
+    assert fresh[0] == fresh[1] and hash(fresh[0]) == hash(fresh[1])
+    assert fresh[0] != FunctionRef.of(sequential_fuser(nni.LinearReLU, 2))
+    assert FunctionRef(print) == FunctionRef(print) != FunctionRef(len)

@@ -18,7 +18,7 @@ from backend_spec.compiler.fuser_check import fuser_problem
 from backend_spec.diagnostics import Diagnostic
 from backend_spec.ir import POLICY_KEYS, Backend, Origin
 from backend_spec.ir.carrier import ObservedDTypeWithConstraints, set_pt2e_keys
-from backend_spec.ir.lift import lift
+from backend_spec.ir.lift import lift, pattern_key
 from backend_spec.names.dtypes import to_dtype
 from backend_spec.names.fusers import (
     CLASS_FORMS,
@@ -46,6 +46,8 @@ from backend_spec.specfile.models import (
     nested_forward_items,
 )
 from backend_spec.specfile.source import KeyPath, SourceDoc
+
+__all__ = ["Compiled", "Compiler", "Origin", "pattern_key"]
 
 #: A factory argument that could not be built (its problem is already reported).
 _MISSING = object()
@@ -75,12 +77,6 @@ class Compiled:
         ones by their spec name) and version 2 facts. Made on first use, once loading is done."""
         names = {id(dc): name for name, dc in self.named_dtype_configs}
         return lift(self.backend_config, self.origins, lambda dc: names.get(id(dc)))
-
-
-def pattern_key(config: Any) -> Any:
-    """The key BackendConfig stores a pattern under (torch's reversed nested tuple format)."""
-    utils = _torch.torch.ao.quantization.backend_config.utils
-    return utils._get_pattern_in_reversed_nested_tuple_format(config)
 
 
 class Compiler:

@@ -58,14 +58,22 @@ def lift(
     return Backend(backend_config.name, entries)
 
 
+def pattern_key(config: _torch.BackendPatternConfig) -> Any:
+    """The key BackendConfig stores a pattern under (torch's reversed nested tuple format)."""
+    utils = _torch.torch.ao.quantization.backend_config.utils
+    return utils._get_pattern_in_reversed_nested_tuple_format(config)
+
+
 def lift_entry(
     config: _torch.BackendPatternConfig,
-    origin: Origin,
-    key: Any,
+    origin: Origin = _UNKNOWN,
+    key: Any = None,
     dtype_config: Callable[[Any], DTypeConfig] | None = None,
 ) -> Entry:
-    """One BackendPatternConfig as an :class:`Entry` (every table field that is set)."""
+    """One BackendPatternConfig as an :class:`Entry` (every table field that is set); ``key``
+    defaults to the one torch stores it under."""
     dtype_config = dtype_config or lift_dtype_config
+    key = pattern_key(config) if key is None else key
     fields = []
     for spec in PATTERN_FIELDS:
         value = getattr(config, spec.getter, None)

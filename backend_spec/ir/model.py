@@ -16,7 +16,7 @@ whole backends built independently is :mod:`backend_spec.analysis.compare`'s job
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -100,15 +100,31 @@ class DTypeConfig:
         return dict(self.mappings).get(key, DTypeMapping())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class FunctionRef:
     """A fuser or getter: the function, and, when it is one of the wrapper shapes a spec can
     write (``sequential``, ``reverse_sequential``, ``reverse2``, ``reverse3``), that form and
-    what it captures (a class, or the wrapped function's own reference)."""
+    what it captures (a class, or the wrapped function's own reference).
 
-    function: Callable[..., Any] = field(compare=False)
+    Two references are equal when they name the same wrapper shape over the same capture
+    (fresh closures of one shape behave alike), else when they are the same function."""
+
+    function: Callable[..., Any]
     form: str | None = None
     captured: Any = None
+
+    def _identity(self) -> tuple[Any, ...]:
+        return (self.form, self.captured) if self.form else (None, id(self.function))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FunctionRef):
+            return NotImplemented
+        if self.form is None and other.form is None:
+            return self.function is other.function
+        return self._identity() == other._identity()
+
+    def __hash__(self) -> int:
+        return hash(self._identity())
 
     @classmethod
     def of(cls, function: Callable[..., Any]) -> FunctionRef:
