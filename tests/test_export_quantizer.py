@@ -134,14 +134,15 @@ def test_inference_of_a_conv_entry(label, output, policy, gap):
     probed = {"alone": {"aten.conv2d.default": {"ops": [op], "pre": [], "post": []}}}
     inferred = infer(probed, {"aten.conv2d.default": ("F.conv2d",)}, "t")
     (config,) = inferred.backend_config.configs
-    from backend_spec.ir.carrier import pattern_aten, pattern_policy
+    from backend_spec.ir.lift import lift_entry
 
-    assert pattern_aten(config) == [[["aten.conv2d.default"]]]
-    assert pattern_policy(config) == policy
-    (dtype_config,) = config.dtype_configs
-    assert dtype_config.weight_dtype_with_constraints.granularity == "per_channel"
-    assert dtype_config.input_dtype_with_constraints.observer == "histogram"
-    assert dtype_config.input_dtype_with_constraints.scale_min_lower_bound == 2**-12
+    entry = lift_entry(config)
+    assert entry.aten == ((("aten.conv2d.default",),),)
+    assert dict(entry.policy) == policy
+    (dtype_config,) = entry.dtype_configs
+    assert dtype_config.mapping("weight_dtype").get("granularity") == "per_channel"
+    assert dtype_config.mapping("input_dtype").get("observer") == "histogram"
+    assert dtype_config.mapping("input_dtype").get("scale_min_lower_bound") == 2**-12
     assert [g.what for g in inferred.gaps] == ([gap] if gap else [])
 
 
@@ -172,7 +173,7 @@ def _conv_relu_probes(functional_fused: bool) -> dict:
 
 @pytest.mark.parametrize("functional_fused", [True, False], ids=["any_spelling", "modules_only"])
 def test_a_fusion_the_quantizer_matches_by_module_is_spelled_with_modules(functional_fused):
-    from backend_spec.ir.carrier import pattern_aten
+    from backend_spec.ir.lift import lift_entry
 
     names = {
         "nn.Conv2d>nn.ReLU": ("nn.Conv2d", "nn.ReLU"),
@@ -181,11 +182,11 @@ def test_a_fusion_the_quantizer_matches_by_module_is_spelled_with_modules(functi
     inferred = infer(_conv_relu_probes(functional_fused), names, "t")
     (config,) = inferred.backend_config.configs
     if functional_fused:  # the ATen chain: matched however the model writes it
-        assert pattern_aten(config) == [
-            [["aten.conv2d.default"], ["aten.relu.default", "aten.relu_.default"]]
-        ]
+        assert lift_entry(config).aten == (
+            (("aten.conv2d.default",), ("aten.relu.default", "aten.relu_.default")),
+        )
     else:  # the modules only, and the conv keeps its weight quantized (a reference module)
-        assert config.pattern == (torch.nn.Conv2d, torch.nn.ReLU) and not pattern_aten(config)
+        assert config.pattern == (torch.nn.Conv2d, torch.nn.ReLU) and not lift_entry(config).aten
         assert config.root_module is torch.nn.Conv2d
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from backend_spec._torch import DTypeWithConstraints
-from backend_spec.specfile.fields import OBSERVER_FIELDS, PT2E_PATTERN_FIELDS
+from backend_spec.specfile.fields import OBSERVER_FIELDS
 
 #: Attribute names on a BackendPatternConfig for the pattern-level pt2e keys.
 _ATEN, _POLICY = "bespec_aten", "bespec_policy"
@@ -62,14 +62,3 @@ def pattern_policy(config: Any) -> dict[str, str]:
 
 def _alternatives(op: str | list[str]) -> list[str]:
     return [op] if isinstance(op, str) else list(op)
-
-
-def pattern_options(config: Any) -> dict[str, Any]:
-    """Every pt2e key of a pattern entry (:data:`PT2E_PATTERN_FIELDS`) as a spec writes it,
-    None when unset (an ``aten`` op with one overload is its bare name)."""
-    options: dict[str, Any] = dict.fromkeys(PT2E_PATTERN_FIELDS)
-    chains = pattern_aten(config)
-    if chains:
-        options["aten"] = [[op[0] if len(op) == 1 else op for op in chain] for chain in chains]
-    options.update(pattern_policy(config))
-    return options

@@ -18,7 +18,8 @@ from typing import Any
 
 from backend_spec._torch import BackendConfig, BackendPatternConfig, ObservationType, quiet, torch
 from backend_spec.analysis import qconfigs
-from backend_spec.ir.carrier import pattern_aten, pattern_policy
+from backend_spec.ir import Entry
+from backend_spec.ir.lift import lift
 from backend_spec.pt2e.aten import describe_op
 from backend_spec.pt2e.qat import qat_fused_type, qat_swap, spec_data
 from backend_spec.pt2e.table import Policy, Rule, Table
@@ -74,6 +75,8 @@ class _Entry:
     config: BackendPatternConfig
     label: str
     ops: list[Any]
+    #: The entry in the intermediate form: its ATen chains and policy.
+    facts: Entry
 
 
 def compile_table(
@@ -118,8 +121,9 @@ class _Compiler:
     def run(self) -> tuple[Table, Report]:
         rules: list[Rule] = []
         seen: dict[tuple, Rule] = {}
-        for config in self.backend_config.configs:
-            entry = _Entry(config, _label(config), qconfigs.pattern_ops(config))
+        backend = lift(self.backend_config)
+        for config, facts in zip(self.backend_config.configs, backend, strict=True):
+            entry = _Entry(config, _label(config), qconfigs.pattern_ops(config), facts)
             made, reason = self.rules_for(entry)
             if not made:
                 self.report.skipped.append((entry.label, reason))
@@ -142,12 +146,12 @@ class _Compiler:
         """The entry's traced rule plus one per ``aten`` chain of the spec; else the reason."""
         traced, reason = self.traced_chain(entry)
         chains = [] if traced is None else [traced]
-        for chain in pattern_aten(entry.config):
+        for chain in entry.facts.aten:
             chains.append((chain, [None] * len(chain), list(range(len(chain)))))
         if not chains:
             return [], reason
         quantization = self.quantization(entry)
-        policy = Policy(**pattern_policy(entry.config))
+        policy = Policy(**dict(entry.facts.policy))
         return [
             Rule(
                 label=entry.label,
