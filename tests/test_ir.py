@@ -119,3 +119,11 @@ def test_function_references_compare_by_shape_or_identity() -> None:
     assert fresh[0] == fresh[1] and hash(fresh[0]) == hash(fresh[1])
     assert fresh[0] != FunctionRef.of(sequential_fuser(nni.LinearReLU, 2))
     assert FunctionRef(print) == FunctionRef(print) != FunctionRef(len)
+
+
+def test_the_backend_answers_what_it_quantizes_and_which_roots_convert_swaps(backend) -> None:
+    ir, _ = backend
+    assert ir.quantized_ops == {nn.MaxPool2d}  # the conv entry is a fusion (a tuple pattern)
+    assert ir.reference_roots == frozenset()  # no entry names a reference module
+    x86 = builtin_compiled("x86").backend
+    assert nn.Linear in x86.reference_roots and nn.Linear in x86.quantized_ops

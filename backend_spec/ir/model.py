@@ -208,3 +208,22 @@ class Backend:
     @cached_property
     def _by_key(self) -> dict[Any, Entry]:
         return {e.key: e for e in self.entries}
+
+    @cached_property
+    def quantized_ops(self) -> frozenset[Any]:
+        """Ops of single-op patterns that have dtype configs: the ops the backend quantizes."""
+        return frozenset(
+            e.pattern
+            for e in self.entries
+            if e.dtype_configs and e.pattern is not None and not isinstance(e.pattern, tuple)
+        )
+
+    @cached_property
+    def reference_roots(self) -> frozenset[Any]:
+        """Root modules some entry maps to a reference quantized module: the float modules
+        ``convert`` swaps (torch merges this mapping over all entries)."""
+        return frozenset(
+            e.get("root_module")
+            for e in self.entries
+            if e.get("root_module") is not None and e.get("reference_quantized_module") is not None
+        )

@@ -106,13 +106,11 @@ class _Compiler:
             for config in backend_config.configs
             if config.pattern is not None
         }
+        #: The intermediate form: each entry's ATen chains and policy.
+        self.backend = lift(backend_config)
         #: Float module classes convert_to_reference_fx swaps for reference modules (the only
         #: modules whose weights FX quantizes).
-        self.reference_roots = {
-            config.root_module
-            for config in backend_config.configs
-            if config.root_module is not None and config.reference_quantized_module is not None
-        }
+        self.reference_roots = self.backend.reference_roots
         self.specs: dict[str, dict[str, Any]] = {}
         self.report = Report()
         self._satisfied: dict[tuple[int, int], bool] = {}
@@ -121,8 +119,7 @@ class _Compiler:
     def run(self) -> tuple[Table, Report]:
         rules: list[Rule] = []
         seen: dict[tuple, Rule] = {}
-        backend = lift(self.backend_config)
-        for config, facts in zip(self.backend_config.configs, backend, strict=True):
+        for config, facts in zip(self.backend_config.configs, self.backend, strict=True):
             entry = _Entry(config, _label(config), qconfigs.pattern_ops(config), facts)
             made, reason = self.rules_for(entry)
             if not made:
