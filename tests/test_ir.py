@@ -127,3 +127,18 @@ def test_the_backend_answers_what_it_quantizes_and_which_roots_convert_swaps(bac
     assert ir.reference_roots == frozenset()  # no entry names a reference module
     x86 = builtin_compiled("x86").backend
     assert nn.Linear in x86.reference_roots and nn.Linear in x86.quantized_ops
+
+
+def test_only_the_lift_reads_the_version_2_facts_off_torch_objects() -> None:
+    """Every other module asks the intermediate form: the carrier's readers have one caller."""
+    import ast
+
+    package = Path(__file__).resolve().parent.parent / "backend_spec"
+    readers = {"observer_options", "pattern_aten", "pattern_policy"}
+    found = []
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            carrier = isinstance(node, ast.ImportFrom) and (node.module or "").endswith("carrier")
+            if carrier and readers & {alias.name for alias in node.names}:
+                found.append(path.relative_to(package).as_posix())
+    assert found == ["ir/lift.py"]
