@@ -133,7 +133,7 @@ patterns:
     dtype_configs: [weighted]
 """
 
-#: One case per key beyond torch's fields (version 2 to 4): where it goes (a dtype mapping of
+#: One case per key beyond torch's fields (versions 2 to 4): where it goes (a dtype mapping of
 #: ``act``/``weighted``, or the nn.ReLU entry), and two values that differ. Every such key of
 #: the field table must have a case.
 V2_CASES = {

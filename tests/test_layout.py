@@ -17,11 +17,13 @@ PACKAGE = Path(__file__).resolve().parent.parent / "backend_spec"
 ROOT = PACKAGE.name
 
 #: What each stage must never import: the stages and tools that consume it. A stage lower in
-#: the pipeline (read -> validate -> resolve -> compile) knows nothing of what reads its output.
+#: the pipeline (read -> validate -> resolve -> intermediate form -> compile) knows nothing of
+#: what reads its output.
 CONSUMERS = ("analysis", "check", "cli", "export", "lint", "pt2e")
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "specfile": ("compiler", *CONSUMERS),
-    "names": ("compiler", *CONSUMERS),
+    "specfile": ("ir", "compiler", *CONSUMERS),
+    "names": ("ir", "compiler", *CONSUMERS),
+    "ir": ("compiler", *CONSUMERS),
     "compiler": CONSUMERS,
     "lint": ("analysis", "check", "cli", "export"),
     # export of a pt2e Quantizer verifies the spec by quantizing sample models (check's

@@ -152,7 +152,7 @@ def test_policy_values_are_the_formats() -> None:
     """One list of values: the spec model's Literal types are the runtime's POLICY_VALUES."""
     import typing
 
-    from backend_spec.compiler.observed import POLICY_KEYS
+    from backend_spec.ir import POLICY_KEYS
     from backend_spec.pt2e.table import POLICY_VALUES
     from backend_spec.specfile.models import PatternModel
 

@@ -214,11 +214,16 @@ def test_dynamic_spec_quantizes_inputs_at_run_time() -> None:
     table = backend_spec.quantizer(_write(DYNAMIC)).table
     spec = table["specs"][table["rules"][0]["input"]]
     assert spec["is_dynamic"] and table["rules"][0]["output"] is None
+
+    def model() -> tuple[nn.Module, tuple[torch.Tensor]]:
+        torch.manual_seed(0)  # the same weights and inputs whatever ran before in the process
+        return nn.Sequential(nn.Linear(8, 4)).eval(), (torch.randn(3, 8),)
+
     result = flows.compare(
         "mlp",
         backend_spec.load(_write(DYNAMIC)),
         lambda: backend_spec.quantizer(_write(DYNAMIC)),
-        lambda: (nn.Sequential(nn.Linear(8, 4)).eval(), (torch.randn(3, 8),)),
+        model,
     )
     assert None in result.pt2e.qparams  # a dynamic quantize (choose_qparams at run time)
     assert result.between_db >= flows.EQUIVALENT_DB

@@ -26,8 +26,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig
-from backend_spec.compiler.observed import pattern_options
+from backend_spec._torch import BackendConfig, BackendPatternConfig
+from backend_spec.ir import Backend, DTypeConfig, Entry
+from backend_spec.ir.lift import lift, lift_entry
 from backend_spec.names.dtypes import dtype_config_list, dtype_name
 from backend_spec.names.fusers import map_wrapper
 from backend_spec.names.labels import object_label, pattern_label
@@ -113,66 +114,69 @@ def _dtype(dtype: Any) -> str | None:
 def _dtype_config(dc: DTypeConfig) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key in DTYPE_CONFIG_MAPPINGS:
-        dwc = getattr(dc, f"{key}_with_constraints")
+        mapping = dc.mapping(key)
         out[key] = {
-            "dtype": _dtype(dwc.dtype),
+            "dtype": _dtype(mapping.dtype),
             # torch's constraints and the version 2 observer keys (None: unset)
-            **{name: getattr(dwc, name, None) for name in DTYPE_MAPPING_FIELDS},
+            **{name: mapping.get(name) for name in DTYPE_MAPPING_FIELDS},
         }
     out["bias_dtype"] = _dtype(dc.bias_dtype)
     out["is_dynamic"] = dc.is_dynamic
     return out
 
 
-def _described(config: BackendPatternConfig, kind: FieldKind, value: Any) -> Any:
-    """One field's value as comparable data."""
+def _described(entry: Entry, kind: FieldKind, value: Any) -> Any:
+    """One field's value (None: unset) as comparable data."""
     if kind in PATTERN_KINDS:
         # How the pattern was given decides how torch reverses the fuser's arguments.
-        return "complex" if config._pattern_complex_format is not None else "forward"
+        return "complex" if entry.get("pattern_complex_format") is not None else "forward"
     if kind is FieldKind.OBSERVATION_TYPE:
         return observation_type_name(value)
     if kind is FieldKind.DTYPE_CONFIGS:
-        return [_dtype_config(dc) for dc in dtype_config_list(value) if isinstance(dc, DTypeConfig)]
+        return [_dtype_config(dc) for dc in value or ()]
     if kind in MODULE_KINDS:
         return _ref(value)
     if kind in (FieldKind.FUNCTION, FieldKind.FUSER):
-        return function_description(value)
+        return function_description(value.function if value is not None else None)
     if kind is FieldKind.OBSERVATION_TYPE_MAP:
-        return {int(n): observation_type_name(t) for n, t in value.items()}
+        return {int(n): observation_type_name(t) for n, t in value or ()}
     if kind is FieldKind.INDEX_MAP:
-        return dict(value)
+        return dict(value or ())
     raise KeyError(f"compare does not know field kind {kind}")
 
 
-def describe_pattern(config: BackendPatternConfig) -> dict[str, Any]:
-    """Everything about one BackendPatternConfig that quantization reads: every field of the
-    table, the pattern itself reduced to ``pattern_format`` (it is the key already), and the
-    version 2 pattern keys (``aten``, ``quantize``) that ride beside torch's fields."""
+def describe_pattern(config: BackendPatternConfig | Entry) -> dict[str, Any]:
+    """Everything about one pattern entry that quantization reads: every field of the table,
+    the pattern itself reduced to ``pattern_format`` (it is the key already), and the pt2e
+    keys (``aten``, ``quantize``, the policy) of the intermediate form."""
+    entry = config if isinstance(config, Entry) else lift_entry(config)
     out: dict[str, Any] = {}
     for spec in PATTERN_FIELDS:
         key = "pattern_format" if spec.kind in PATTERN_KINDS else spec.key
-        out[key] = _described(config, spec.kind, getattr(config, spec.getter))
-    out.update(pattern_options(config))
+        out[key] = _described(entry, spec.kind, entry.get(spec.key))
+    out.update(entry.pt2e_options())
     return out
 
 
-def describe(backend_config: BackendConfig) -> dict[str, dict[str, Any]]:
-    """Pattern key (as text) -> description of its config, in the config's order."""
+def describe(backend: BackendConfig | Backend) -> dict[str, dict[str, Any]]:
+    """Pattern key (as text) -> description of its entry, in the backend's order."""
+    if isinstance(backend, BackendConfig):
+        backend = lift(backend)
     out: dict[str, dict[str, Any]] = {}
-    for key, config in backend_config._pattern_complex_format_to_config.items():
-        text = base = pattern_label(key)
+    for entry in backend:
+        text = base = pattern_label(entry.key)
         n = 1
         while text in out:  # distinct unnameable objects may share a module.qualname
             n += 1
             text = f"{base} #{n}"
-        out[text] = describe_pattern(config)
+        out[text] = describe_pattern(entry)
     return out
 
 
-def describe_backend(backend_config: BackendConfig) -> dict[str, Any]:
+def describe_backend(backend: BackendConfig | Backend) -> dict[str, Any]:
     """:func:`describe` plus the backend's name and pattern order."""
-    patterns = describe(backend_config)
-    return {"name": backend_config.name, "order": list(patterns), "patterns": patterns}
+    patterns = describe(backend)
+    return {"name": backend.name, "order": list(patterns), "patterns": patterns}
 
 
 @dataclass(frozen=True)
@@ -224,7 +228,7 @@ def _same(old: Any, new: Any) -> bool:
     return old == new and (type(old) is type(new) or not isinstance(old, (int, float)))
 
 
-def diff(a: BackendConfig, b: BackendConfig) -> list[Difference]:
+def diff(a: BackendConfig | Backend, b: BackendConfig | Backend) -> list[Difference]:
     """Every difference between ``a`` and ``b``: name, patterns added/removed, fields changed
     (one entry per differing leaf), and pattern order among the patterns both have."""
     da, db = describe_backend(a), describe_backend(b)

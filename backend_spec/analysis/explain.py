@@ -503,10 +503,10 @@ def explain_compiled(
 ) -> Explanation:
     """:func:`explain` for a loader ``Compiled``: the spec's own patterns are those whose
     origin is a file rather than a built-in base (``torch:NAME``)."""
-    from backend_spec.compiler.compiler import pattern_key
+    from backend_spec.ir.lift import pattern_key
 
     def own(config: Any) -> bool:
-        origin = compiled.origins.get(pattern_key(config))
-        return origin is None or not origin.source.startswith("torch:")
+        entry = compiled.backend.entry(pattern_key(config))
+        return entry is None or not entry.origin.source.startswith("torch:")
 
     return explain(compiled.backend_config, model, example_inputs, qconfig_mapping, own)

@@ -20,7 +20,7 @@ from functools import cache
 from typing import Any, NamedTuple
 
 from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig, quiet, torch
-from backend_spec.compiler.observed import observer_options
+from backend_spec.ir.lift import lift_mapping
 from backend_spec.names.dtypes import dtype_name, dtype_range
 from backend_spec.names.labels import dtype_label
 from backend_spec.specfile.fields import CONSTRAINT_FIELDS
@@ -467,7 +467,7 @@ def _describer() -> Callable[[DTypeConfig], Described]:
 
 def _describe(dtype_config: DTypeConfig) -> Described:
     def constraints(dwc: Any) -> Constraints:
-        options = tuple(sorted(observer_options(dwc).items()))
+        options = tuple(sorted(lift_mapping(dwc).observer.items()))
         return Constraints(dwc.dtype, *(getattr(dwc, f) for f in CONSTRAINT_FIELDS), options)
 
     return Described(

@@ -251,14 +251,14 @@ def declared_text(config: Any) -> list[str]:
     """The pattern entry's fields as declared: an edit that these synthesized models cannot
     show (a fusion pattern's observation type, once torch matches the fused module instead)
     still drifts, naming the field."""
-    from backend_spec.compiler.observed import pattern_options
+    from backend_spec.ir.lift import lift_entry
     from backend_spec.names.fusers import sequential_class
 
     lines = []
     # The field table's entry fields (the pattern and the DTypeConfigs identify the case),
     # then the version 2 pattern keys: a field added to the table is recorded with no edit here.
     declared = [(f.key, getattr(config, f.getter, None)) for f in ENTRY_FIELDS]
-    for key, value in [*declared, *pattern_options(config).items()]:
+    for key, value in [*declared, *lift_entry(config).pt2e_options().items()]:
         if value is None or value == {}:
             continue
         if key == "fuser_method" and sequential_class(value) is not None:

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from backend_spec import _torch, codes
 from backend_spec.compiler.fuser_check import fuser_problem
-from backend_spec.compiler.observed import (
-    POLICY_KEYS,
-    ObservedDTypeWithConstraints,
-    set_pt2e_keys,
-)
 from backend_spec.diagnostics import Diagnostic
+from backend_spec.ir import POLICY_KEYS, Backend, Origin
+from backend_spec.ir.carrier import ObservedDTypeWithConstraints, set_pt2e_keys
+from backend_spec.ir.lift import lift, pattern_key
 from backend_spec.names.dtypes import to_dtype
 from backend_spec.names.fusers import (
     CLASS_FORMS,
@@ -48,16 +47,10 @@ from backend_spec.specfile.models import (
 )
 from backend_spec.specfile.source import KeyPath, SourceDoc
 
+__all__ = ["Compiled", "Compiler", "Origin", "pattern_key"]
+
 #: A factory argument that could not be built (its problem is already reported).
 _MISSING = object()
-
-
-@dataclass
-class Origin:
-    """Where a pattern entry of the compiled config came from (for ``bespec show``)."""
-
-    source: str  # a file path or "torch:<builtin>"
-    line: int = 0
 
 
 @dataclass
@@ -78,11 +71,12 @@ class Compiled:
         """The spec's name of ``dtype_config`` (the object itself), or None."""
         return next((n for n, dc in reversed(self.named_dtype_configs) if dc is dtype_config), None)
 
-
-def pattern_key(config: Any) -> Any:
-    """The key BackendConfig stores a pattern under (torch's reversed nested tuple format)."""
-    utils = _torch.torch.ao.quantization.backend_config.utils
-    return utils._get_pattern_in_reversed_nested_tuple_format(config)
+    @cached_property
+    def backend(self) -> Backend:
+        """The intermediate form: every entry with its origin, fields, dtype configs (named
+        ones by their spec name) and version 2 facts. Made on first use, once loading is done."""
+        names = {id(dc): name for name, dc in self.named_dtype_configs}
+        return lift(self.backend_config, self.origins, lambda dc: names.get(id(dc)))
 
 
 class Compiler:

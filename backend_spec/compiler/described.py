@@ -9,17 +9,16 @@ from __future__ import annotations
 from typing import Any
 
 from backend_spec._torch import DTypeConfig, DTypeWithConstraints
-from backend_spec.compiler.observed import observer_options
+from backend_spec.ir.lift import lift_mapping
 from backend_spec.names.dtypes import dtype_name
-from backend_spec.specfile.fields import CONSTRAINT_FIELDS, DTYPE_CONFIG_MAPPINGS
+from backend_spec.specfile.fields import DTYPE_CONFIG_MAPPINGS
 
 DTypeDoc = dict[str, Any]
 
 
 def constraints_doc(dwc: DTypeWithConstraints) -> str | dict[str, Any] | None:
     """A bare dtype name when only ``dtype`` is set, else a mapping of the set fields."""
-    extra = {f: getattr(dwc, f) for f in CONSTRAINT_FIELDS if getattr(dwc, f) is not None}
-    extra.update(observer_options(dwc))
+    extra = dict(lift_mapping(dwc).options)  # torch's constraints, then the observer options
     if not extra:
         return None if dwc.dtype is None else dtype_name(dwc.dtype)
     if dwc.dtype is None:

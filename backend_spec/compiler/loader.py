@@ -238,8 +238,7 @@ def view_of(built: Built, resolver: Resolver, kind: type[_View] = SpecView) -> _
     """The checks' view of a spec that validated (``built.spec`` is set); ``kind`` is the
     view's class (the linter's adds what only rules ask)."""
     assert built.spec is not None
-    config = built.compiled.backend_config if built.compiled is not None else None
-    return kind(built.doc, built.spec, resolver, config)
+    return kind(built.doc, built.spec, resolver, built.compiled)
 
 
 def _inherit(result: Compiled, base: Compiled) -> None:

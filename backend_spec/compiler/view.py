@@ -15,8 +15,9 @@ from functools import cached_property
 from typing import Any
 
 from backend_spec import _torch
-from backend_spec.compiler.compiler import pattern_key
+from backend_spec.compiler.compiler import Compiled, pattern_key
 from backend_spec.diagnostics import Diagnostic
+from backend_spec.ir import Backend
 from backend_spec.names.labels import pattern_label
 from backend_spec.names.resolver import Kind, NameProblem, Resolver
 from backend_spec.specfile.models import (
@@ -99,13 +100,19 @@ class SpecView:
         doc: SourceDoc,
         spec: SpecModel,
         resolver: Resolver,
-        backend_config: Any | None = None,
+        compiled: Compiled | None = None,
     ):
         self.doc = doc
         self.spec = spec
         self.resolver = resolver
-        #: The compiled BackendConfig (with ``extends`` applied), or None if it did not compile.
-        self.backend_config = backend_config
+        #: The spec compiled (with ``extends`` applied), or None if it did not compile.
+        self.compiled = compiled
+        self.backend_config = compiled.backend_config if compiled is not None else None
+
+    @property
+    def backend(self) -> Backend | None:
+        """The intermediate form of the compiled spec (None if it did not compile)."""
+        return self.compiled.backend if self.compiled is not None else None
 
     # -- names ------------------------------------------------------------------------------
 

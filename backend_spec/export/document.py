@@ -16,11 +16,11 @@ from typing import Any
 from backend_spec import codes
 from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig, ObservationType
 from backend_spec.codes import Code
-from backend_spec.compiler.observed import pattern_aten, pattern_policy
 from backend_spec.diagnostics import Diagnostic, Severity, SpecError, format_key_path
 from backend_spec.export.dtypes import DTypeConfigTable, DTypeDoc
 from backend_spec.export.families import family_of
 from backend_spec.export.functions import Unwritable, function_doc
+from backend_spec.ir.lift import lift_entry
 from backend_spec.names.labels import config_label, qualified_name
 from backend_spec.names.naming import object_name, observation_type_name, op_name
 from backend_spec.names.resolver import is_module_class
@@ -205,10 +205,8 @@ class _EntryBuilder:
             value = getattr(self.config, spec.getter)
             if not _is_default(spec.kind, value):
                 self._put(spec.key, self._converter(spec.kind), value)
-        aten = pattern_aten(self.config)
-        if aten:
-            self.entry["aten"] = [[ops[0] if len(ops) == 1 else ops for ops in c] for c in aten]
-        self.entry.update(pattern_policy(self.config))
+        pt2e = lift_entry(self.config).pt2e_options()
+        self.entry.update((key, value) for key, value in pt2e.items() if value is not None)
         return self.entry
 
     def _converter(self, kind: FieldKind) -> Callable[[Any], Any]:

@@ -61,30 +61,22 @@ class LintContext(SpecView):
                     yield (*entry.path, "dtype_configs", j), ref
 
     # -- the whole backend ------------------------------------------------------------------
-    # Questions about the backend as torch will see it: answered from the compiled config
+    # Questions about the backend as torch will see it: answered from the intermediate form
     # (with ``extends`` applied) when the spec compiled, else from this file's own entries.
 
     @cached_property
     def quantized_ops(self) -> set[Any]:
         """Single-op patterns that have dtype configs, i.e. ops the backend quantizes."""
-        if self.backend_config is not None:
-            return {
-                c.pattern
-                for c in self.backend_config.configs
-                if c.dtype_configs and c.pattern is not None and not isinstance(c.pattern, tuple)
-            }
+        if self.backend is not None:
+            return set(self.backend.quantized_ops)
         return {e.single for e in self.entries if e.single is not None and e.model.dtype_configs}
 
     @cached_property
     def reference_roots(self) -> set[Any]:
         """Root modules some pattern maps to a reference quantized module (torch merges this
         mapping over all patterns, so one entry per root module suffices)."""
-        if self.backend_config is not None:
-            return {
-                c.root_module
-                for c in self.backend_config.configs
-                if c.root_module is not None and c.reference_quantized_module is not None
-            }
+        if self.backend is not None:
+            return set(self.backend.reference_roots)
         return {
             self.module(e.model.root_module)
             for e in self.entries

@@ -19,7 +19,8 @@ from typing import Any
 
 from backend_spec._torch import BackendConfig, BackendPatternConfig, ObservationType, quiet, torch
 from backend_spec.analysis import qconfigs
-from backend_spec.compiler.observed import pattern_aten, pattern_policy
+from backend_spec.ir import Entry
+from backend_spec.ir.lift import lift
 from backend_spec.pt2e.aten import describe_op
 from backend_spec.pt2e.qat import qat_fused_type, qat_swap, spec_data
 from backend_spec.pt2e.table import Policy, Rule, Table, rule_key
@@ -75,6 +76,8 @@ class _Entry:
     config: BackendPatternConfig
     label: str
     ops: list[Any]
+    #: The entry in the intermediate form: its ATen chains and policy.
+    facts: Entry
 
 
 def compile_table(
@@ -110,13 +113,11 @@ class _Compiler:
             for config in backend_config.configs
             if config.pattern is not None
         }
+        #: The intermediate form: each entry's ATen chains and policy.
+        self.backend = lift(backend_config)
         #: Float module classes convert_to_reference_fx swaps for reference modules (the only
         #: modules whose weights FX quantizes).
-        self.reference_roots = {
-            config.root_module
-            for config in backend_config.configs
-            if config.root_module is not None and config.reference_quantized_module is not None
-        }
+        self.reference_roots = self.backend.reference_roots
         self.specs: dict[str, dict[str, Any]] = {}
         self.report = Report()
         self._satisfied: dict[tuple[int, int], bool] = {}
@@ -132,8 +133,8 @@ class _Compiler:
         """The table and report; with ``shared_chains_only``, of the entries whose chain
         another entry also has (all a conflict can involve, without the others' quantization)."""
         entries = [
-            _Entry(config, _label(config), qconfigs.pattern_ops(config))
-            for config in self.backend_config.configs
+            _Entry(config, _label(config), qconfigs.pattern_ops(config), facts)
+            for config, facts in zip(self.backend_config.configs, self.backend, strict=True)
         ]
         if shared_chains_only:
             entries = self.sharing_chains(entries)
@@ -171,7 +172,7 @@ class _Compiler:
         spec; when there are none, the reason."""
         traced, reason = self.traced_chain(entry)
         chains = [] if traced is None else [traced]
-        for chain in pattern_aten(entry.config):
+        for chain in entry.facts.aten:
             chains.append((chain, [None] * len(chain), list(range(len(chain)))))
         return chains, reason
 
@@ -181,7 +182,7 @@ class _Compiler:
         if not chains:
             return [], reason
         quantization = self.quantization(entry)
-        policy = Policy(**pattern_policy(entry.config))
+        policy = Policy(**dict(entry.facts.policy))
         return [
             Rule(
                 label=entry.label,

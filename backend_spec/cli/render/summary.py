@@ -8,7 +8,7 @@ from typing import Any
 from rich.text import Text
 
 from backend_spec.cli.render.console import make_console, plural, print_table, user_text
-from backend_spec.compiler.compiler import Compiled, pattern_key
+from backend_spec.compiler.compiler import Compiled
 from backend_spec.names.labels import config_label, object_label
 from backend_spec.names.naming import observation_type_name
 from backend_spec.specfile.fields import MODULE_KINDS, fields_of
@@ -63,17 +63,19 @@ def dtype_config_labels(compiled: Compiled) -> Any:
 
 
 def print_pattern_table(compiled: Compiled) -> None:
-    """Every pattern entry: its dtype configs by name, modules, observation and origin."""
+    """Every pattern entry (of the intermediate form): its dtype configs by name, modules,
+    observation and origin."""
     bc = compiled.backend_config
     name_of = dtype_config_labels(compiled)
     rows = []
-    for i, config in enumerate(bc.configs, start=1):
-        origin = compiled.origins.get(pattern_key(config))
-        where = "" if origin is None else origin.source + (f":{origin.line}" if origin.line else "")
+    entries = zip(bc.configs, compiled.backend, strict=True)
+    for i, (config, entry) in enumerate(entries, start=1):
+        origin = entry.origin
+        where = origin.source + (f":{origin.line}" if origin.line else "")
         modules = " ".join(
-            f"{spec.short}={object_label(getattr(config, spec.getter))}"
+            f"{spec.short}={object_label(entry.get(spec.key))}"
             for spec in fields_of(*MODULE_KINDS)
-            if getattr(config, spec.getter) is not None
+            if entry.get(spec.key) is not None
         )
         rows.append(
             [

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig, torch
-from backend_spec.compiler.observed import ObservedDTypeWithConstraints, set_pt2e_keys
+from backend_spec.ir.carrier import ObservedDTypeWithConstraints, set_pt2e_keys
 from backend_spec.pt2e.table import POLICY_VALUES
 
 with __import__("backend_spec.quiet", fromlist=["quiet"]).quiet():
@@ -475,14 +475,12 @@ def _alternatives(target: str) -> list[str]:
 def _merged(known: BackendPatternConfig, other: BackendPatternConfig) -> bool:
     """Whether ``other`` (an entry of ``known``'s op name) quantizes as ``known`` does, in which
     case ``known`` now also matches ``other``'s ATen ops."""
-    from backend_spec.compiler.observed import pattern_aten, pattern_policy
-
-    chains, extra = pattern_aten(known), pattern_aten(other)
+    (chains, policy), (extra, other_policy) = _pt2e_keys(known), _pt2e_keys(other)
     alike = (
         known.observation_type == other.observation_type
         and known.dtype_configs == other.dtype_configs
         and known.root_module == other.root_module
-        and pattern_policy(known) == pattern_policy(other)
+        and policy == other_policy
         and len(chains) == len(extra) == 1
         and len(chains[0]) == len(extra[0])
     )
@@ -490,8 +488,17 @@ def _merged(known: BackendPatternConfig, other: BackendPatternConfig) -> bool:
         merged = [
             [*a, *(op for op in b if op not in a)] for a, b in zip(*chains, *extra, strict=True)
         ]
-        set_pt2e_keys(known, [merged], pattern_policy(known))
+        set_pt2e_keys(known, [merged], policy)
     return alike
+
+
+def _pt2e_keys(config: BackendPatternConfig) -> tuple[list[list[list[str]]], dict[str, str]]:
+    """The ``aten`` chains and policy of an entry inferred so far, read (as every reader does)
+    through the intermediate form."""
+    from backend_spec.ir.lift import lift_entry
+
+    entry = lift_entry(config)
+    return [[list(alts) for alts in chain] for chain in entry.aten], dict(entry.policy)
 
 
 def _traces(pattern: Any) -> bool:
@@ -502,11 +509,9 @@ def _traces(pattern: Any) -> bool:
 
 
 def _renamed(config: BackendPatternConfig, pattern: Any) -> BackendPatternConfig:
-    from backend_spec.compiler.observed import pattern_aten, pattern_policy
-
     renamed = BackendPatternConfig(pattern).set_observation_type(config.observation_type)
     renamed.set_dtype_configs(config.dtype_configs)
-    set_pt2e_keys(renamed, pattern_aten(config), pattern_policy(config))
+    set_pt2e_keys(renamed, *_pt2e_keys(config))
     return renamed
 
 

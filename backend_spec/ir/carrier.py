@@ -1,12 +1,16 @@
-"""Version 2 options that torch's BackendConfig has no field for, carried on its objects.
+"""Where the version 2 facts sit on the torch objects a spec compiles to.
+
+torch's BackendConfig has no field for them, yet ``load`` returns a BackendConfig that
+``dump``, ``qconfig_mapping`` and ``quantizer`` accept, so they travel with it. Only
+:mod:`backend_spec.ir.lift` reads them back; every other reader asks the intermediate form.
 
 Observer choices (``observer``, ``qscheme``, ``granularity``, ``ch_axis``, ``reduce_range``,
 ``fake_quant``) belong to a dtype mapping, so a dtype mapping that uses them compiles to
 :class:`ObservedDTypeWithConstraints`, a ``DTypeWithConstraints`` with those fields; torch
 reads the base fields as usual, and ``qconfig_mapping``, the pt2e quantizer and the exporter
 read the rest. The pt2e keys of a pattern entry (``aten`` and the policy keys of
-:data:`POLICY_KEYS`) are attributes of its ``BackendPatternConfig``. A version 1 file
-produces plain torch objects.
+:data:`backend_spec.ir.POLICY_KEYS`) are attributes of its ``BackendPatternConfig``. A
+version 1 file produces plain torch objects.
 """
 
 from __future__ import annotations
@@ -15,13 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from backend_spec._torch import DTypeWithConstraints
-from backend_spec.specfile.fields import OBSERVER_FIELDS, PT2E_PATTERN_FIELDS
+from backend_spec.specfile.fields import OBSERVER_FIELDS
 
 #: Attribute names on a BackendPatternConfig for the pattern-level pt2e keys.
 _ATEN, _POLICY = "bespec_aten", "bespec_policy"
-
-#: The pattern keys that set a pt2e rule's policy (backend_spec.pt2e.table.Policy's fields).
-POLICY_KEYS = PT2E_PATTERN_FIELDS[1:]
 
 
 @dataclass
@@ -61,14 +62,3 @@ def pattern_policy(config: Any) -> dict[str, str]:
 
 def _alternatives(op: str | list[str]) -> list[str]:
     return [op] if isinstance(op, str) else list(op)
-
-
-def pattern_options(config: Any) -> dict[str, Any]:
-    """Every pt2e key of a pattern entry (:data:`PT2E_PATTERN_FIELDS`) as a spec writes it,
-    None when unset (an ``aten`` op with one overload is its bare name)."""
-    options: dict[str, Any] = dict.fromkeys(PT2E_PATTERN_FIELDS)
-    chains = pattern_aten(config)
-    if chains:
-        options["aten"] = [[op[0] if len(op) == 1 else op for op in chain] for chain in chains]
-    options.update(pattern_policy(config))
-    return options

@@ -1,0 +1,144 @@
+"""The intermediate form (backend_spec.ir): what the loader produces, read without torch's
+classes, frozen, and keyed by the field table."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+from torch.ao.nn import intrinsic as nni
+
+from backend_spec.compiler.loader import builtin_compiled, compile_file
+from backend_spec.ir import DTypeMapping, Entry, Origin
+from backend_spec.specfile.fields import DTYPE_MAPPING_FIELDS, PATTERN_FIELDS
+
+SPEC = """\
+spec_version: 2
+name: v2
+dtype_configs:
+  w:
+    input_dtype: {dtype: quint8, observer: moving_average_minmax}
+    output_dtype: quint8
+    weight_dtype: {dtype: qint8, granularity: per_channel, ch_axis: 0}
+patterns:
+  - pattern: [nn.Conv2d, nn.ReLU]
+    dtype_configs: [w]
+    fused_module: nni.ConvReLU2d
+    fuser_method: {sequential: nni.ConvReLU2d}
+  - pattern: nn.MaxPool2d
+    observation_type: output_share_observer_with_input
+    dtype_configs: [{input_dtype: quint8, output_dtype: quint8}]
+    quantize: if_input_quantized
+    aten: [[[aten.max_pool2d.default, aten.max_pool2d_with_indices.default]]]
+"""
+
+
+@pytest.fixture(scope="module")
+def backend(tmp_path_factory: pytest.TempPathFactory):
+    path = Path(tmp_path_factory.mktemp("ir")) / "v2.yaml"
+    path.write_text(SPEC, encoding="utf-8")
+    return compile_file(path).backend, str(path)
+
+
+def test_entries_keep_origin_key_ops_and_fields(backend) -> None:
+    ir, path = backend
+    conv, pool = ir.entries
+    assert conv.origin == Origin(path, 9) and pool.origin == Origin(path, 13)
+    assert conv.key == (nn.ReLU, nn.Conv2d) and ir.entry(conv.key) is conv
+    assert conv.ops == (nn.Conv2d, nn.ReLU) and pool.ops == (nn.MaxPool2d,)
+    assert conv.get("fused_module") is nni.ConvReLU2d
+    fuser = conv.get("fuser_method")
+    assert (fuser.form, fuser.captured) == ("sequential", nni.ConvReLU2d)
+
+
+def test_dtype_configs_carry_every_version_2_option_and_their_name(backend) -> None:
+    ir, _ = backend
+    conv, pool = ir.entries
+    (named,) = conv.dtype_configs
+    assert named.name == "w" and pool.dtype_configs[0].name is None
+    assert named.mapping("input_dtype") == DTypeMapping(
+        torch.quint8, (("observer", "moving_average_minmax"),)
+    )
+    assert named.mapping("weight_dtype").observer == {"granularity": "per_channel", "ch_axis": 0}
+    assert named.mapping("output_dtype").observer == {}
+
+
+def test_pt2e_chains_and_policy_are_data_of_the_entry(backend) -> None:
+    ir, _ = backend
+    conv, pool = ir.entries
+    assert pool.aten == (((("aten.max_pool2d.default", "aten.max_pool2d_with_indices.default")),),)
+    assert dict(pool.policy) == {"quantize": "if_input_quantized"}
+    assert conv.aten == () and conv.policy == ()
+    assert pool.pt2e_options()["quantize"] == "if_input_quantized"
+
+
+def test_a_built_in_lifts_with_its_origin_and_no_version_2_facts() -> None:
+    ir = builtin_compiled("x86").backend
+    assert {e.origin for e in ir} == {Origin("torch:x86")}
+    assert not any(e.aten or e.policy for e in ir)
+    assert all(m.observer == {} for e in ir for dc in e.dtype_configs for _, m in dc.mappings)
+
+
+def test_the_form_is_frozen(backend) -> None:
+    ir, _ = backend
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ir.entries[0].key = None  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("key", [f.key for f in PATTERN_FIELDS])
+def test_an_entry_takes_every_key_of_the_field_table(key: str) -> None:
+    assert Entry(None, Origin("x"), ((key, 1),)).get(key) == 1
+
+
+@pytest.mark.parametrize("key", DTYPE_MAPPING_FIELDS)
+def test_a_dtype_mapping_takes_every_key_of_the_field_table(key: str) -> None:
+    assert DTypeMapping(torch.qint8, ((key, 1),)).get(key) == 1
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: Entry(None, Origin("x"), (("patern", nn.ReLU),)),
+        lambda: DTypeMapping(torch.qint8, (("obsever", "minmax"),)),
+        lambda: Entry(None, Origin("x"), (), policy=(("aten", "x"),)),
+    ],
+)
+def test_a_key_outside_the_field_table_is_refused(make) -> None:
+    with pytest.raises(ValueError, match="fields.py"):
+        make()
+
+
+def test_function_references_compare_by_shape_or_identity() -> None:
+    from backend_spec.ir import FunctionRef
+    from backend_spec.names.fusers import sequential_fuser
+
+    fresh = [FunctionRef.of(sequential_fuser(nni.ConvReLU2d, 2)) for _ in range(2)]
+    assert fresh[0] == fresh[1] and hash(fresh[0]) == hash(fresh[1])
+    assert fresh[0] != FunctionRef.of(sequential_fuser(nni.LinearReLU, 2))
+    assert FunctionRef(print) == FunctionRef(print) != FunctionRef(len)
+
+
+def test_the_backend_answers_what_it_quantizes_and_which_roots_convert_swaps(backend) -> None:
+    ir, _ = backend
+    assert ir.quantized_ops == {nn.MaxPool2d}  # the conv entry is a fusion (a tuple pattern)
+    assert ir.reference_roots == frozenset()  # no entry names a reference module
+    x86 = builtin_compiled("x86").backend
+    assert nn.Linear in x86.reference_roots and nn.Linear in x86.quantized_ops
+
+
+def test_only_the_lift_reads_the_version_2_facts_off_torch_objects() -> None:
+    """Every other module asks the intermediate form: the carrier's readers have one caller."""
+    import ast
+
+    package = Path(__file__).resolve().parent.parent / "backend_spec"
+    readers = {"observer_options", "pattern_aten", "pattern_policy"}
+    found = []
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            carrier = isinstance(node, ast.ImportFrom) and (node.module or "").endswith("carrier")
+            if carrier and readers & {alias.name for alias in node.names}:
+                found.append(path.relative_to(package).as_posix())
+    assert found == ["ir/lift.py"]
