@@ -121,7 +121,13 @@ def test_compile_output_is_world_readable(tmp_path: Path) -> None:
 
 
 def test_shell_completion() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # --show-completion then takes the shell named here, instead of detecting the shell from
+    # the process tree (make's sh, an agent's runner...), which made the test depend on it.
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1",
+    }
     command = [sys.executable, "-m", "backend_spec"]
     script = subprocess.run(
         [*command, "--show-completion", "bash"], capture_output=True, text=True, env=env
