@@ -166,26 +166,37 @@ def _value(model: Any, arg: Any) -> Any:
 
 def placement_differences(first: Placement, second: Placement) -> list[str]:
     """One line per operator node whose q/dq placement or qparams differ."""
+    return node_differences(first, second, _placement_part)
+
+
+def node_differences(
+    first: dict[str, list[tuple]],
+    second: dict[str, list[tuple]],
+    part: Callable[[tuple], str],
+    note: str = "",
+) -> list[str]:
+    """One line per node whose entries differ, sorted: each side's entries written with
+    ``part`` (``absent`` when the node is missing, ``float`` when it has none), then ``note``."""
     lines = []
     for name in first.keys() | second.keys():
         a, b = first.get(name), second.get(name)
         if a != b:
-            lines.append(f"{name}: {_describe(a)} vs {_describe(b)}")
+            lines.append(f"{name}: {_entries_text(a, part)} vs {_entries_text(b, part)}{note}")
     return sorted(lines)
 
 
-def _describe(entries: list[tuple] | None) -> str:
+def _entries_text(entries: list[tuple] | None, part: Callable[[tuple], str]) -> str:
     if entries is None:
         return "absent"
     if not entries:
         return "float"
-    parts = []
-    for entry in entries:
-        if entry[0] == "in":
-            parts.append(f"in{entry[1]}<-{entry[2]}{_short(entry[3])}")
-        else:
-            parts.append(f"out{_short(entry[1])}")
-    return " ".join(parts)
+    return " ".join(part(entry) for entry in entries)
+
+
+def _placement_part(entry: tuple) -> str:
+    if entry[0] == "in":
+        return f"in{entry[1]}<-{entry[2]}{_short(entry[3])}"
+    return f"out{_short(entry[1])}"
 
 
 def _short(qparams: tuple) -> str:

@@ -263,25 +263,15 @@ def compare_runs(exported: Any, labels: list[str], first: Run, second: Run) -> l
 
 def _observer_differences(first: dict[str, list[tuple]], second: dict[str, list[tuple]]) -> list:
     """One line per node whose observers differ once prepared (:func:`observers`)."""
-    lines = []
-    for name in sorted(first.keys() | second.keys()):
-        a, b = first.get(name), second.get(name)
-        if a != b:
-            lines.append(f"{name}: {_observed_text(a)} vs {_observed_text(b)} (as prepared)")
-    return lines
+    from backend_spec.pt2e.compare import node_differences
+
+    return node_differences(first, second, _observer_part, " (as prepared)")
 
 
-def _observed_text(entries: list[tuple] | None) -> str:
-    if entries is None:
-        return "absent"
-    if not entries:
-        return "float"
-    parts = []
-    for entry in entries:
-        keys = entry[3:] if entry[0] == "in" else entry[1:]
-        shown = "+".join(settings.split("(")[0] for settings, _group in keys)
-        parts.append(f"in{entry[1]}<-{entry[2]}[{shown}]" if entry[0] == "in" else f"out[{shown}]")
-    return " ".join(parts)
+def _observer_part(entry: tuple) -> str:
+    keys = entry[3:] if entry[0] == "in" else entry[1:]
+    shown = "+".join(settings.split("(")[0] for settings, _group in keys)
+    return f"in{entry[1]}<-{entry[2]}[{shown}]" if entry[0] == "in" else f"out[{shown}]"
 
 
 def _equal(a: Any, b: Any) -> bool:
