@@ -4,12 +4,11 @@ with one line; a spec's problems exit 1."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import typer
 
-from backend_spec.cli.render.streams import err, fail_usage, note, out
+from backend_spec.cli.render.streams import diagnostics, fail_usage, note, out_escaped
 from backend_spec.diagnostics import SpecError
 from backend_spec.settings import Settings, project_settings
 
@@ -18,7 +17,7 @@ def write_output(text: str, output: Path | None) -> None:
     """A command's document: to ``output`` (safely, "wrote" on stderr) or to stdout, where
     user text is escaped line by line."""
     if output is None:
-        out(_terminal_safe(text))
+        out_escaped(text)
         return
     write_file(output, text)
     note(f"wrote {output}")
@@ -76,21 +75,12 @@ def check_output_path(path: Path | None) -> None:
         raise fail_usage(str(exc)) from None
 
 
-def _terminal_safe(text: str) -> str:
-    """Text bound for stdout with user text escaped, line by line (files are written as is)."""
-    from backend_spec.diagnostics import escape_lines
-
-    return escape_lines(text)
-
-
 def report_errors(error: SpecError, grouped: bool = False) -> typer.Exit:
     """Print a SpecError's diagnostics to stderr; exit 1. ``grouped``: one entry per cause
     with a count (export refusals, where hundreds of patterns share one cause)."""
-    from backend_spec.cli.render.console import plural, use_color
-    from backend_spec.cli.render.diagnostics import render_grouped, render_text
+    from backend_spec.cli.render.console import plural
 
-    render = render_grouped if grouped else render_text
-    err(render(error.diagnostics, color=use_color(sys.stderr)))
+    diagnostics(error.diagnostics, grouped=grouped)
     note(f"{plural(len(error.diagnostics), 'problem')} found.")
     return typer.Exit(1)
 

@@ -3,7 +3,6 @@ descriptions out."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -30,15 +29,14 @@ from backend_spec.cli.options import (
     app,
     format_option,
 )
-from backend_spec.cli.render.streams import err, fail_usage, note, out_line
+from backend_spec.cli.render.streams import diagnostics, fail_usage, note, out_line
 from backend_spec.diagnostics import Severity, SpecError
 
 
 def compile_reporting(spec: Path, allow_import: list[str] | None, extends_outside: bool = False):
     """Compile SPEC for ``bespec compile``: errors (exit 1) and lint findings (warnings) go to
     stderr together; the project's [tool.bespec] select/ignore apply, as for ``bespec lint``."""
-    from backend_spec.cli.render.console import plural, use_color
-    from backend_spec.cli.render.diagnostics import render_text
+    from backend_spec.cli.render.console import plural
     from backend_spec.lint.registry import Selection, select_rules
     from backend_spec.lint.runner import compile_report
 
@@ -54,7 +52,7 @@ def compile_reporting(spec: Path, allow_import: list[str] | None, extends_outsid
         raise report_errors(SpecError(found))
     found = [d for d in found if d.severity is not Severity.INFO]  # notes are for `bespec lint`
     if found:
-        err(render_text(found, color=use_color(sys.stderr)))
+        diagnostics(found)
         note(f"{plural(len(found), 'warning')}.")
     return compiled
 

@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from backend_spec.cli.common import _terminal_safe, existing, load_ref
+from backend_spec.cli.common import existing, load_ref
 from backend_spec.cli.options import AllowImport, BackendArg, TextOrJson, app
-from backend_spec.cli.render.streams import note, out
+from backend_spec.cli.render.streams import note, out, out_escaped
 
 
 @app.command("diff")
@@ -27,7 +27,7 @@ def diff_command(
     if fmt == "json":
         out(diffing.render_json(differences))
     else:
-        out(_terminal_safe(diffing.render_text(differences, a, b)))
+        out_escaped(diffing.render_text(differences, a, b))
     raise typer.Exit(1 if differences else 0)
 
 
@@ -57,7 +57,7 @@ def fmt_command(
             continue
         if outcome.changed:
             if diff:
-                out(_terminal_safe(outcome.diff()))
+                out_escaped(outcome.diff())
             note(escape(f"{'would reformat' if check else 'reformatted'} {spec}"))
             failed = failed or check
     raise typer.Exit(1 if failed else 0)

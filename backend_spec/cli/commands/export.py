@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -16,7 +15,7 @@ from backend_spec.cli.common import (
     write_spec,
 )
 from backend_spec.cli.options import AllowImport, BackendArg, SchemaRef, app, format_option
-from backend_spec.cli.render.streams import err, fail_usage, note
+from backend_spec.cli.render.streams import diagnostics, err, fail_usage, note
 from backend_spec.diagnostics import SpecError
 
 
@@ -96,10 +95,7 @@ def export_command(
         flags = " ".join(f"--allow-import {p}" for p in packages)
         note(f"note: the spec names objects outside torch; load it with {flags}")
     if document.notes:
-        from backend_spec.cli.render.console import use_color
-        from backend_spec.cli.render.diagnostics import render_text
-
-        err(render_text(document.notes, color=use_color(sys.stderr)))
+        diagnostics(document.notes)
     write_spec(emit(document, fmt, schema_ref or SCHEMA_NAME), output, schema_ref)
 
 

@@ -5,15 +5,21 @@ errors to stderr. The only place the command line writes to the terminal
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 
 import typer
 
-from backend_spec.diagnostics import escape
+from backend_spec.diagnostics import Diagnostic, escape, escape_lines
 
 
 def out(text: str) -> None:
     """A rendered document or report, as is, to stdout."""
     sys.stdout.write(text)
+
+
+def out_escaped(text: str) -> None:
+    """A document with user text in it to stdout, escaped line by line (files get it as is)."""
+    sys.stdout.write(escape_lines(text))
 
 
 def out_line(line: str) -> None:
@@ -24,6 +30,16 @@ def out_line(line: str) -> None:
 def err(text: str) -> None:
     """Rendered diagnostics, as is, to stderr."""
     sys.stderr.write(text)
+
+
+def diagnostics(found: Sequence[Diagnostic], *, grouped: bool = False) -> None:
+    """Diagnostics to stderr, coloured on a terminal; ``grouped``: one entry per cause with a
+    count (export refusals, where hundreds of patterns share one cause)."""
+    from backend_spec.cli.render.console import use_color
+    from backend_spec.cli.render.diagnostics import render_grouped, render_text
+
+    render = render_grouped if grouped else render_text
+    err(render(found, color=use_color(sys.stderr)))
 
 
 def note(line: str) -> None:
