@@ -229,16 +229,8 @@ def test_lint_caps_its_list_with_the_errors_first(tmp_path: Path) -> None:
 
 
 def test_the_cap_never_hides_an_error_behind_warnings(tmp_path: Path) -> None:
-    # 400 unused dtype configs (BS507 warnings) come first in the file, then three patterns
-    # naming undefined dtype configs (errors): the errors are shown, at their real lines.
-    unused = "".join(f"  unused_{i}: {{input_dtype: quint8}}\n" for i in range(400))
-    ops = ("nn.Linear", "nn.Conv2d", "nn.ReLU")
-    patterns = "".join(
-        f"  - {{pattern: {op}, dtype_configs: [missing_{i}]}}\n" for i, op in enumerate(ops)
-    )
-    path = tmp_path / "capped.yaml"
-    path.write_text(f"name: capped\ndtype_configs:\n{unused}patterns:\n{patterns}", "utf-8")
-    compiled, found = compile_report(path)
+    # The warnings come first in the file; the errors are shown, at their real lines.
+    compiled, found = compile_report(_capped_spec(tmp_path))
     assert compiled is None
     shown = SpecError(found).diagnostics
     errors = [(d.code, d.line) for d in shown if d.severity is Severity.ERROR]
