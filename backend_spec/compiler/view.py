@@ -107,7 +107,12 @@ class SpecView:
         self.resolver = resolver
         #: The spec compiled (with ``extends`` applied), or None if it did not compile.
         self.compiled = compiled
-        self.backend_config = compiled.backend_config if compiled is not None else None
+
+    @property
+    def backend_config(self) -> _torch.BackendConfig | None:
+        """The torch config of the compiled spec (lowered when first asked; None if it did not
+        compile)."""
+        return self.compiled.backend_config if self.compiled is not None else None
 
     @property
     def backend(self) -> Backend | None:

@@ -67,6 +67,15 @@ class DTypeMapping:
     def __post_init__(self) -> None:
         _checked(self.options, DTYPE_MAPPING_FIELDS, "a dtype mapping")
 
+    @classmethod
+    def of(cls, dtype: Any, options: dict[str, Any]) -> DTypeMapping:
+        """The mapping of ``dtype`` with ``options`` put in table order (None ones left out)."""
+        _checked(tuple(options.items()), DTYPE_MAPPING_FIELDS, "a dtype mapping")
+        return cls(
+            dtype,
+            tuple((k, options[k]) for k in DTYPE_MAPPING_FIELDS if options.get(k) is not None),
+        )
+
     def get(self, key: str) -> Any:
         """The value of a :data:`DTYPE_MAPPING_FIELDS` key (None when unset)."""
         return dict(self.options).get(key)
@@ -153,6 +162,14 @@ class Entry:
     def __post_init__(self) -> None:
         _checked(self.fields, _ENTRY_KEYS, "a pattern entry")
         _checked(self.policy, POLICY_KEYS, "a pattern entry's policy")
+
+    @staticmethod
+    def ordered(values: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+        """``values`` (table key -> value) as :attr:`fields`: in table order, None left out."""
+        _checked(tuple(values.items()), _ENTRY_KEYS, "a pattern entry")
+        return tuple(
+            (f.key, values[f.key]) for f in PATTERN_FIELDS if values.get(f.key) is not None
+        )
 
     def get(self, key: str) -> Any:
         """The value of a field-table key (None when the entry leaves torch's default)."""
