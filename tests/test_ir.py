@@ -207,6 +207,7 @@ def test_a_pattern_set_through_torch_replaces_its_entry_and_shows_in_dump() -> N
     assert "name: edited" in text and "nn.Hardswish" in text
     assert "aten.max_pool2d" not in text and "moving_average_minmax" in text
     assert backend_of(bc) is ir  # unchanged since: the same form, not lifted again
+    assert repr(bc).startswith("BackendConfig({'name': 'edited'") and "_backend" not in repr(bc)
 
 
 @pytest.mark.parametrize("name", sorted(BUILTIN_BACKENDS))
@@ -223,3 +224,26 @@ def test_lowering_a_lifted_builtin_gives_torch_s_config_back(name) -> None:
     assert list(lowered._pattern_complex_format_to_config) == list(
         torch_config._pattern_complex_format_to_config
     )
+
+
+def test_a_compiled_reference_hands_its_backend_down(tmp_path) -> None:
+    """Every Compiled's BackendConfig keeps its Backend, so a reader given it does not lift
+    again; one lifted from torch's config holds that config's own pattern configs."""
+    from backend_spec.compiler.backends import load_compiled
+
+    module = tmp_path / "mine.py"
+    module.write_text(
+        "from torch.ao.quantization.backend_config import BackendConfig, BackendPatternConfig\n"
+        "import torch\n"
+        "CONFIG = BackendConfig('mine').set_backend_pattern_config("
+        "BackendPatternConfig(torch.nn.ReLU))\n"
+    )
+    spec = tmp_path / "v2.yaml"
+    spec.write_text(SPEC, encoding="utf-8")
+    for ref in ("x86", f"{module}:CONFIG", str(spec)):
+        compiled = load_compiled(ref)
+        assert backend_of(compiled.backend_config) is compiled.backend
+    imported = load_compiled(f"{module}:CONFIG")
+    [config] = imported.backend_config.configs
+    assert config is imported.lifted_from.configs[0]  # the user's own object
+    assert imported.backend.entries[0].origin == Origin(f"{module}:CONFIG")

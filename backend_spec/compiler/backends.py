@@ -48,5 +48,7 @@ def load_compiled(
 
 
 def load_backend(ref: str, allow_imports: Iterable[str] = ()) -> BackendConfig:
-    """The BackendConfig ``ref`` names (see :func:`load_compiled`)."""
-    return load_compiled(ref, allow_imports).backend_config
+    """The BackendConfig ``ref`` names (see :func:`load_compiled`): for a built-in or a
+    ``module:attr``, torch's own object."""
+    compiled = load_compiled(ref, allow_imports)
+    return compiled.lifted_from if compiled.lifted_from is not None else compiled.backend_config

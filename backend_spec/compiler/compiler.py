@@ -28,7 +28,8 @@ from backend_spec.ir import (
     Origin,
 )
 from backend_spec.ir.lift import key_of, pattern_key, torch_defaults
-from backend_spec.ir.lower import backend_of, lower
+from backend_spec.ir.lower import LoweredBackendConfig, backend_of, keeping, lower
+from backend_spec.ir.model import flat_ops
 from backend_spec.names.dtypes import to_dtype
 from backend_spec.names.fusers import (
     CLASS_FORMS,
@@ -57,7 +58,7 @@ from backend_spec.specfile.models import (
 )
 from backend_spec.specfile.source import KeyPath, SourceDoc
 
-__all__ = ["Compiled", "Compiler", "Origin", "pattern_key"]
+__all__ = ["Compiled", "Compiler", "Origin", "Resolved", "pattern_key"]
 
 #: A factory argument that could not be built (its problem is already reported).
 _MISSING = object()
@@ -86,10 +87,13 @@ class Compiled:
         return cls(Backend(backend.name, entries), lifted_from=config)
 
     @cached_property
-    def backend_config(self) -> _torch.BackendConfig:
-        """The torch BackendConfig: the one it was lifted from, else lowered on first use
-        (a :class:`LoweredBackendConfig`, which keeps :attr:`backend`)."""
-        return self.lifted_from if self.lifted_from is not None else lower(self.backend)
+    def backend_config(self) -> LoweredBackendConfig:
+        """The torch BackendConfig, made on first use: lowered from :attr:`backend`, or the
+        pattern configs of the one it was lifted from. Either keeps :attr:`backend`, so a
+        reader given it (:func:`backend_of`) does not lift it again."""
+        if self.lifted_from is not None:
+            return keeping(self.backend, self.lifted_from)
+        return lower(self.backend)
 
     @property
     def origins(self) -> dict[Any, Origin]:
@@ -97,14 +101,31 @@ class Compiled:
         return {entry.key: entry.origin for entry in self.backend}
 
 
+@dataclass(frozen=True)
+class Resolved:
+    """One pattern entry's resolution, made once by the compiler and read by the checks
+    (:class:`backend_spec.compiler.view.SpecView`), also for a spec that did not compile.
+
+    ``ops`` is the forward-order tuple of a flat ``pattern`` (None for a complex-format or
+    nested one, or when a name did not resolve); ``key`` the key torch stores the entry under
+    (None when a name did not resolve); ``diagnostics`` the entry's own problems."""
+
+    index: int
+    ops: tuple[Any, ...] | None
+    key: Any
+    diagnostics: tuple[Diagnostic, ...] = ()
+
+
 class Compiler:
-    """Compiles one validated spec; problems accumulate in ``self.diagnostics``."""
+    """Compiles one validated spec; problems accumulate in ``self.diagnostics``, and each
+    pattern entry's resolution in ``self.resolved`` (by index)."""
 
     def __init__(self, doc: SourceDoc, spec: SpecModel, resolver: Resolver):
         self.doc = doc
         self.spec = spec
         self.resolver = resolver
         self.diagnostics: list[Diagnostic] = []
+        self.resolved: dict[int, Resolved] = {}
         self._named_dtype_configs: dict[str, DTypeConfig | None] = {}
 
     def problem(self, path: KeyPath, code: str, message: str, hint: str | None = None) -> None:
@@ -277,6 +298,7 @@ class Compiler:
         for the others), its ATen chains and policy; None when its pattern did not resolve."""
         path: KeyPath = ("patterns", index)
         arity = _arity(model)
+        first = len(self.diagnostics)
         values: dict[str, Any] = {}
         for spec in PATTERN_FIELDS:
             value = getattr(model, spec.key)
@@ -287,7 +309,11 @@ class Compiler:
                 values[spec.key] = obj
         self.prove_fuser(path, values, named=isinstance(model.fuser_method, str))
         pattern, complex_format = values.get("pattern"), values.get("pattern_complex_format")
-        if pattern is None and complex_format is None:
+        unresolved = pattern is None and complex_format is None
+        key = None if unresolved else key_of(pattern, complex_format)
+        own = tuple(self.diagnostics[first:])
+        self.resolved[index] = Resolved(index, flat_ops(pattern), key, own)
+        if key is None:
             return None  # its problem is reported already
         defaults = torch_defaults()
         fields = tuple(
@@ -306,7 +332,7 @@ class Compiler:
             (key, getattr(model, key)) for key in POLICY_KEYS if getattr(model, key) is not None
         )
         origin = Origin(self.doc.file, self.doc.where(path)[0])
-        return Entry(key_of(pattern, complex_format), origin, fields, aten, policy)
+        return Entry(key, origin, fields, aten, policy)
 
     def prove_fuser(self, path: KeyPath, values: dict[str, Any], named: bool) -> None:
         """Whatever form named it, the fuser must build the declared fused module from float

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from backend_spec import _torch, codes
-from backend_spec.compiler.compiler import Compiled, Compiler
+from backend_spec.compiler.compiler import Compiled, Compiler, Resolved
 from backend_spec.compiler.meaning import meaning_errors
 from backend_spec.compiler.view import SpecView
 from backend_spec.diagnostics import Diagnostic, SpecError
@@ -200,6 +200,8 @@ class Built:
     spec: SpecModel | None
     compiled: Compiled | None
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    #: Each pattern entry's resolution (by index), made once: the checks' view reads it.
+    resolved: dict[int, Resolved] = field(default_factory=dict)
 
 
 def build(
@@ -232,20 +234,20 @@ def build(
         )
     problems.extend(compiler.diagnostics)
     if problems:
-        return Built(doc, spec, None, problems)
+        return Built(doc, spec, None, problems, compiler.resolved)
     # A dict keeps torch's order: a key set again keeps its place, as in a BackendConfig.
     table = {entry.key: entry for entry in base} if base is not None else {}
     _remove(table, removals, doc, spec, problems)
     table.update((entry.key, entry) for entry in entries)
     result = Compiled(Backend(spec.name, tuple(table.values())), doc=doc, spec=spec)
-    return Built(doc, spec, None if problems else result, problems)
+    return Built(doc, spec, None if problems else result, problems, compiler.resolved)
 
 
 def view_of(built: Built, resolver: Resolver, kind: type[_View] = SpecView) -> _View:  # type: ignore[assignment]
     """The checks' view of a spec that validated (``built.spec`` is set); ``kind`` is the
     view's class (the linter's adds what only rules ask)."""
     assert built.spec is not None
-    return kind(built.doc, built.spec, resolver, built.compiled)
+    return kind(built.doc, built.spec, resolver, built.resolved, built.compiled)
 
 
 def _remove(

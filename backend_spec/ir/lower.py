@@ -24,23 +24,31 @@ from backend_spec.ir.lift import lift, lift_entry, pattern_key
 from backend_spec.ir.model import Backend, DTypeConfig, DTypeMapping, Entry
 from backend_spec.specfile.fields import PATTERN_FIELDS, FieldKind
 
-__all__ = ["LoweredBackendConfig", "backend_of", "entries_of", "lower"]
+__all__ = ["LoweredBackendConfig", "backend_of", "entries_of", "keeping", "lower"]
 
 
 class LoweredBackendConfig(_torch.BackendConfig):
-    """A torch ``BackendConfig`` lowered from a :class:`Backend`, which it keeps (see
-    :func:`backend_of`); torch reads it as any other BackendConfig."""
+    """A torch ``BackendConfig`` that keeps its :class:`Backend` (see :func:`backend_of`);
+    torch reads it as any other BackendConfig. Its pattern configs are lowered from the
+    entries, or, for a config lifted from torch's (:func:`keeping`), that config's own."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(
+        self, backend: Backend, configs: dict[Any, _torch.BackendPatternConfig] | None = None
+    ) -> None:
         super().__init__(backend.name)
         memo: dict[int, _torch.DTypeConfig] = {}  # a shared DTypeConfig lowers once
         table = self._pattern_complex_format_to_config
         for entry in backend:
-            table[entry.key] = lower_entry(entry, memo)
+            table[entry.key] = configs[entry.key] if configs else lower_entry(entry, memo)
         self._backend = backend
         #: What each lowered entry became: an entry whose config is no longer this one was
         #: replaced through torch's API.
         self._lowered = dict(table)
+
+    def __repr__(self) -> str:
+        """torch's repr, of torch's fields only."""
+        fields = {k: v for k, v in vars(self).items() if k not in ("_backend", "_lowered")}
+        return f"BackendConfig({fields})"
 
     @property
     def backend(self) -> Backend:
@@ -70,6 +78,12 @@ class LoweredBackendConfig(_torch.BackendConfig):
 def lower(backend: Backend) -> LoweredBackendConfig:
     """``backend`` as a torch BackendConfig that keeps it."""
     return LoweredBackendConfig(backend)
+
+
+def keeping(backend: Backend, backend_config: _torch.BackendConfig) -> LoweredBackendConfig:
+    """``backend_config``'s own pattern configs (the very objects, malformed values included)
+    in a config that keeps ``backend``, lifted from them: readers given it do not lift again."""
+    return LoweredBackendConfig(backend, dict(backend_config._pattern_complex_format_to_config))
 
 
 def backend_of(backend_config: _torch.BackendConfig) -> Backend:

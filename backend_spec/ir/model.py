@@ -41,6 +41,15 @@ POLICY_KEYS: tuple[str, ...] = PT2E_PATTERN_FIELDS[1:]
 AtenChain = tuple[tuple[str, ...], ...]
 
 
+def flat_ops(pattern: Any) -> tuple[Any, ...] | None:
+    """The forward-order ops of a forward ``pattern`` (an op or a tuple); None for no pattern,
+    or one that nests a tuple."""
+    if pattern is None:
+        return None
+    ops = pattern if isinstance(pattern, tuple) else (pattern,)
+    return None if any(isinstance(op, tuple) for op in ops) else ops
+
+
 def _checked(pairs: tuple[tuple[str, Any], ...], allowed: Any, what: str) -> None:
     unknown = [key for key, _ in pairs if key not in allowed]
     if unknown:
@@ -187,11 +196,7 @@ class Entry:
     @property
     def ops(self) -> tuple[Any, ...] | None:
         """The forward-order ops of a flat ``pattern``; None for complex or nested ones."""
-        pattern = self.pattern
-        if pattern is None:
-            return None
-        ops = pattern if isinstance(pattern, tuple) else (pattern,)
-        return None if any(isinstance(op, tuple) for op in ops) else ops
+        return flat_ops(self.pattern)
 
     def pt2e_options(self) -> dict[str, Any]:
         """Every pt2e key of the table as a spec writes it, None when unset (an ``aten`` op
