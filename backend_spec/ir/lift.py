@@ -11,6 +11,8 @@ that reads bespec's facts off torch objects.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import cache
+from types import MappingProxyType
 from typing import Any
 
 from backend_spec import _torch
@@ -94,16 +96,19 @@ def lift_entry(
     return Entry(key, origin, tuple(fields))
 
 
-def torch_defaults() -> dict[str, Any]:
+@cache
+def torch_defaults() -> Mapping[str, Any]:
     """The table fields torch sets on a fresh BackendPatternConfig, lifted: what an entry
     holds for a field its spec leaves out (``observation_type``), as a lifted entry does."""
     fresh = _torch.BackendPatternConfig()
     values = {spec.key: (spec.kind, getattr(fresh, spec.getter, None)) for spec in PATTERN_FIELDS}
-    return {
-        key: _lifted(kind, value, lift_dtype_config)
-        for key, (kind, value) in values.items()
-        if value is not None and (kind in PATTERN_KINDS or value)
-    }
+    return MappingProxyType(
+        {
+            key: _lifted(kind, value, lift_dtype_config)
+            for key, (kind, value) in values.items()
+            if value is not None and (kind in PATTERN_KINDS or value)
+        }
+    )
 
 
 def _lifted(kind: FieldKind, value: Any, dtype_config: Callable[[Any], DTypeConfig]) -> Any:
