@@ -323,14 +323,12 @@ class Compiler:
             for spec in PATTERN_FIELDS
             if spec.key in values or spec.key in defaults
         )
-        fields = tuple((key, value) for key, value in fields if value or key in _PATTERN_KEYS)
+        fields = tuple((k, v) for k, v in fields if v or k in _PATTERN_KEYS)
         aten = tuple(
             tuple(tuple([op] if isinstance(op, str) else op) for op in chain)
             for chain in model.aten or ()
         )
-        policy = tuple(
-            (key, getattr(model, key)) for key in POLICY_KEYS if getattr(model, key) is not None
-        )
+        policy = tuple((k, getattr(model, k)) for k in POLICY_KEYS if getattr(model, k) is not None)
         origin = Origin(self.doc.file, self.doc.where(path)[0])
         return Entry(key, origin, fields, aten, policy)
 
