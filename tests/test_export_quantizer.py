@@ -95,6 +95,29 @@ def test_quantizers_are_recognised_and_backend_configs_are_not():
     assert not is_quantizer(BackendConfig("x"))
 
 
+@pytest.mark.parametrize(
+    ("ref", "found"),
+    [
+        # A Quantizer class built with no arguments is a factory, like a function of none.
+        ("torchao.quantization.pt2e.quantizer.x86_inductor_quantizer:X86InductorQuantizer", True),
+        ("torchao.quantization.pt2e.quantizer:ComposableQuantizer", "needs arguments"),
+        ("torch.ao.quantization.backend_config:BackendConfig", False),  # a BackendConfig class
+        ("torch.ao.quantization.backend_config:get_native_backend_config", False),
+    ],
+)
+def test_a_reference_names_a_quantizer_factory_or_not(ref, found):
+    from backend_spec.export.quantizer.refs import quantizer_factory_of
+
+    if isinstance(found, str):
+        with pytest.raises(ValueError, match=found):
+            quantizer_factory_of(ref)
+        return
+    factory = quantizer_factory_of(ref)
+    assert (factory is not None) is found
+    if found:
+        assert is_quantizer(factory()) and factory() is not factory()
+
+
 def _op(inputs, output, kinds):
     return {
         "target": "aten.conv2d.default",
