@@ -158,9 +158,9 @@ def test_inference_of_a_conv_entry(label, output, policy, gap):
     probed = {"alone": {"aten.conv2d.default": {"ops": [op], "pre": [], "post": []}}}
     inferred = infer(probed, {"aten.conv2d.default": ("F.conv2d",)}, "t")
     (config,) = inferred.backend_config.configs
-    from backend_spec.ir.lift import lift_entry
+    from backend_spec.ir.lower import entries_of
 
-    entry = lift_entry(config)
+    entry = entries_of(inferred.backend_config)(config)
     assert entry.aten == ((("aten.conv2d.default",),),)
     assert dict(entry.policy) == policy
     (dtype_config,) = entry.dtype_configs
@@ -178,17 +178,20 @@ def test_a_weight_only_annotation_becomes_a_weight_only_entry():
     op["target"] = "aten.linear.default"
     probed = {"alone": {"aten.linear.default": {"ops": [op], "pre": [], "post": []}}}
     inferred = infer(probed, {"aten.linear.default": ("F.linear",)}, "t")
-    (config,) = inferred.backend_config.configs
-    (dtype_config,) = config.dtype_configs
-    assert (dtype_config.input_dtype, dtype_config.output_dtype) == (torch.float, torch.float)
-    assert dtype_config.weight_dtype_with_constraints.granularity == "per_channel"
+    from backend_spec.ir.lower import backend_of
+
+    (entry,) = backend_of(inferred.backend_config)
+    (dtype_config,) = entry.dtype_configs
+    dtypes = (dtype_config.mapping("input_dtype").dtype, dtype_config.mapping("output_dtype").dtype)
+    assert dtypes == (torch.float, torch.float)
+    assert dtype_config.mapping("weight_dtype").get("granularity") == "per_channel"
     assert inferred.gaps == []
 
 
 def test_a_dynamic_activation_gives_a_dynamic_entry_with_a_float_output():
     """Dynamic quantization (Vulkan's is_dynamic config): the input is quantized at run time
     and the output stays float, with no consumer policy."""
-    from backend_spec.ir.carrier import pattern_policy
+    from backend_spec.ir.lower import backend_of
 
     dynamic = {**_described(ACT), "observer": "PlaceholderObserver", "kwargs": {}}
     dynamic["is_dynamic"] = True
@@ -196,10 +199,11 @@ def test_a_dynamic_activation_gives_a_dynamic_entry_with_a_float_output():
     op = _op({"0": dynamic, "1": weight}, None, {"0": "act", "1": "param"})
     op["target"] = "aten.linear.default"
     probed = {"alone": {"aten.linear.default": {"ops": [op], "pre": [], "post": []}}}
-    (config,) = infer(probed, {"aten.linear.default": ("F.linear",)}, "t").backend_config.configs
+    bc = infer(probed, {"aten.linear.default": ("F.linear",)}, "t").backend_config
+    (config,) = bc.configs
     (dtype_config,) = config.dtype_configs
     assert dtype_config.is_dynamic and dtype_config.output_dtype == torch.float
-    assert pattern_policy(config) == {}
+    assert backend_of(bc).entries[0].policy == ()
 
 
 def test_unknown_observer_arguments_are_a_gap():
@@ -229,7 +233,7 @@ def _conv_relu_probes(functional_fused: bool) -> dict:
 
 @pytest.mark.parametrize("functional_fused", [True, False], ids=["any_spelling", "modules_only"])
 def test_a_fusion_the_quantizer_matches_by_module_is_spelled_with_modules(functional_fused):
-    from backend_spec.ir.lift import lift_entry
+    from backend_spec.ir.lower import entries_of
 
     names = {
         "nn.Conv2d>nn.ReLU": ("nn.Conv2d", "nn.ReLU"),
@@ -238,11 +242,12 @@ def test_a_fusion_the_quantizer_matches_by_module_is_spelled_with_modules(functi
     inferred = infer(_conv_relu_probes(functional_fused), names, "t")
     (config,) = inferred.backend_config.configs
     if functional_fused:  # the ATen chain: matched however the model writes it
-        assert lift_entry(config).aten == (
+        assert entries_of(inferred.backend_config)(config).aten == (
             (("aten.conv2d.default",), ("aten.relu.default", "aten.relu_.default")),
         )
     else:  # the modules only, and the conv keeps its weight quantized (a reference module)
-        assert config.pattern == (torch.nn.Conv2d, torch.nn.ReLU) and not lift_entry(config).aten
+        assert config.pattern == (torch.nn.Conv2d, torch.nn.ReLU)
+        assert not entries_of(inferred.backend_config)(config).aten
         assert config.root_module is torch.nn.Conv2d
 
 
@@ -288,7 +293,7 @@ def test_propagation_through_ops_outside_the_table_is_inferred(label, propagated
     """XNNPACK's propagate_annotation: an op sharing its quantized producer's qspec becomes a
     sharing entry quantized only after a quantized producer, written under a name whose own
     trace (torch.squeeze: aten.squeeze.default) is not an op the quantizer leaves float."""
-    from backend_spec.ir.lift import lift_entry
+    from backend_spec.ir.lower import entries_of
     from backend_spec.names.naming import resolve_name
 
     names = {
@@ -315,7 +320,7 @@ def test_propagation_through_ops_outside_the_table_is_inferred(label, propagated
     assert set(found) == {resolve_name(name) for name in expected}
     for name, chains in expected.items():
         config = found[resolve_name(name)]
-        entry = lift_entry(config)
+        entry = entries_of(inferred.backend_config)(config)
         assert [[list(alts) for alts in chain] for chain in entry.aten] == chains
         assert dict(entry.policy) == {"quantize": "if_input_quantized"}
         assert config.observation_type.name == "OUTPUT_SHARE_OBSERVER_WITH_INPUT"
@@ -613,7 +618,7 @@ BIAS_CASES = [
     ("label", "bias", "policy", "gap"), BIAS_CASES, ids=[c[0] for c in BIAS_CASES]
 )
 def test_inference_of_a_derived_bias(label, bias, policy, gap):
-    from backend_spec.ir.lift import lift_entry
+    from backend_spec.ir.lower import entries_of
 
     weight = {**_described(ACT), "qscheme": "per_channel_symmetric", "ch_axis": 0}
     kinds = {"0": "act", "1": "param", "2": "param"}
@@ -621,7 +626,7 @@ def test_inference_of_a_derived_bias(label, bias, policy, gap):
     probed = {"alone": {"aten.conv2d.default": {"ops": [op], "pre": [], "post": []}}}
     inferred = infer(probed, {"aten.conv2d.default": ("F.conv2d",)}, "t")
     (config,) = inferred.backend_config.configs
-    assert dict(lift_entry(config).policy).get("bias_qspec") == policy
+    assert dict(entries_of(inferred.backend_config)(config).policy).get("bias_qspec") == policy
     assert any("its bias is quantized" in g.what for g in inferred.gaps) == gap
 
 

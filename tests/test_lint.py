@@ -329,3 +329,33 @@ def test_qat_class_outside_the_root_hierarchy_with_its_own_conversions_passes(
     rules = select_rules(Selection(select=("BS506",)))
     found = lint_path(spec, rules, allow_imports=("coreml_like",))
     assert [(d.code, d.line) for d in found] == [("BS506", 8)], found
+
+
+def test_lint_resolves_each_pattern_name_once_even_when_the_spec_fails(tmp_path, monkeypatch):
+    """The compiler's resolution of each entry is what lint's view reads (no second pass over
+    the patterns), also for a spec whose other entry does not resolve."""
+    from collections import Counter
+
+    from backend_spec.lint.runner import lint_path
+    from backend_spec.names.resolver import Resolver
+
+    asked: Counter[str] = Counter()
+    resolve = Resolver.resolve
+
+    def counting(self, name, kind, field="this field"):
+        asked[name] += 1
+        return resolve(self, name, kind, field)
+
+    monkeypatch.setattr(Resolver, "resolve", counting)
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "name: s\npatterns:\n  - pattern: nn.Hardswish\n  - pattern: [nn.Conv1d, nn.ReLU6]\n"
+        "  - pattern: nn.NoSuchModule\n"
+    )
+    found = [(d.code, d.line) for d in lint_path(spec)]
+    assert ("BS300", 5) in found  # the unknown name is reported, so the spec did not compile
+    assert {name: asked[name] for name in ("nn.Hardswish", "nn.Conv1d", "nn.ReLU6")} == {
+        "nn.Hardswish": 1,
+        "nn.Conv1d": 1,
+        "nn.ReLU6": 1,
+    }

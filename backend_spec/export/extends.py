@@ -11,11 +11,14 @@ exact, pattern order included.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from backend_spec._torch import BackendConfig
 from backend_spec.analysis.compare import describe_pattern
+from backend_spec.ir import Entry
+from backend_spec.ir.lower import entries_of
 from backend_spec.names.vocabulary import BUILTIN_BACKENDS, builtin_backend_config
 
 #: Share of a config's patterns a built-in must supply unchanged to be picked automatically.
@@ -65,9 +68,9 @@ def _removable(config: Any) -> Any:
     return pattern
 
 
-def _same(config: Any, base_config: Any) -> bool:
+def _same(entry_of: Callable[[Any], Entry], config: Any, base_config: Any) -> bool:
     try:
-        return describe_pattern(config) == describe_pattern(base_config)
+        return describe_pattern(entry_of(config)) == describe_pattern(base_config)
     except Exception:  # a malformed entry is never "unchanged"; export reports it
         return False
 
@@ -81,6 +84,7 @@ def plan_against(backend_config: BackendConfig, base: str) -> Plan | None:
     prefix = _in_place_prefix(keys, base_index)
     kept = set(keys[:prefix])
     plan = Plan(base, kept=prefix)
+    entry_of = entries_of(backend_config)
     for key, config in base_table.items():
         if key not in kept:
             removable = _removable(config)
@@ -89,7 +93,7 @@ def plan_against(backend_config: BackendConfig, base: str) -> Plan | None:
             plan.remove.append(removable)
     for index, key in enumerate(keys):
         config = table[key]
-        if index < prefix and _same(config, base_table[key]):
+        if index < prefix and _same(entry_of, config, base_table[key]):
             plan.unchanged += 1
         else:
             plan.entries.append((index, config))

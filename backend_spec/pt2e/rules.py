@@ -20,7 +20,7 @@ from typing import Any
 from backend_spec._torch import BackendConfig, BackendPatternConfig, ObservationType, quiet, torch
 from backend_spec.analysis import qconfigs
 from backend_spec.ir import Entry
-from backend_spec.ir.lift import lift
+from backend_spec.ir.lower import backend_of
 from backend_spec.pt2e.aten import describe_op
 from backend_spec.pt2e.qat import qat_fused_type, qat_swap, spec_data
 from backend_spec.pt2e.table import Policy, Rule, Table, rule_key
@@ -114,7 +114,7 @@ class _Compiler:
             if config.pattern is not None
         }
         #: The intermediate form: each entry's ATen chains and policy.
-        self.backend = lift(backend_config)
+        self.backend = backend_of(backend_config)
         #: Float module classes convert_to_reference_fx swaps for reference modules (the only
         #: modules whose weights FX quantizes).
         self.reference_roots = self.backend.reference_roots
