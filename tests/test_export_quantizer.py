@@ -434,6 +434,29 @@ def test_own_quantizer_with_fixed_and_shared_qspecs_round_trips(tmp_path):
     assert _matches(out, odd.odd_quantizer) == []
 
 
+def _odd():
+    sys.path.insert(0, str(FIXTURES))
+    try:
+        import odd
+    finally:
+        sys.path.remove(str(FIXTURES))
+    return odd
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("factory", "written"),
+    [("inputs_quantizer", "graph_inputs: ")],
+)
+def test_version_5_quantizers_export_and_match_unseen_models(tmp_path, factory, written):
+    """Each fixture of odd.py that needs a version 5 key exports with it and matches."""
+    done, out = _export(tmp_path, f"{FIXTURES / 'odd.py'}:{factory}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    text = out.read_text()
+    assert "spec_version: 5" in text and written in text
+    assert _matches(out, getattr(_odd(), factory)) == []
+
+
 @pytest.mark.slow
 def test_a_quantizer_the_format_cannot_express_is_refused_naming_the_ops(tmp_path):
     done, out = _export(tmp_path, f"{FIXTURES / 'odd.py'}:odd_bias_quantizer")

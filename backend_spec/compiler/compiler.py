@@ -332,6 +332,12 @@ class Compiler:
             self.named_dtype_config(("dtype_configs", name), name)
         return [(i, self.pattern_config(i, m)) for i, m in self.spec.numbered_patterns()]
 
+    def graph_inputs(self) -> Any:
+        """The DTypeConfig ``graph_inputs`` names (version 5), or None (unset, or reported)."""
+        if self.spec.graph_inputs is None:
+            return None
+        return self.named_dtype_config(("graph_inputs",), self.spec.graph_inputs)
+
     def removal_keys(self) -> list[tuple[KeyPath, Any]]:
         keys = []
         for i, ref in enumerate(self.spec.remove):

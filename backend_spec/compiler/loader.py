@@ -25,6 +25,8 @@ from backend_spec.compiler.compiler import Compiled, Compiler, Origin, pattern_k
 from backend_spec.compiler.meaning import meaning_errors
 from backend_spec.compiler.view import SpecView
 from backend_spec.diagnostics import Diagnostic, SpecError
+from backend_spec.ir.carrier import graph_inputs as graph_inputs_of
+from backend_spec.ir.carrier import set_graph_inputs
 from backend_spec.names.resolver import Resolver
 from backend_spec.names.vocabulary import BUILTIN_BACKENDS, builtin_backend_config
 from backend_spec.specfile.models import SpecModel
@@ -211,6 +213,7 @@ def build(
         return Built(doc, None, None, problems)
     compiler = Compiler(doc, spec, resolver)
     entries = compiler.compile_patterns()
+    graph_inputs = compiler.graph_inputs()
     removals = compiler.removal_keys()
     base = _base(doc, spec, _Scope(resolver, root), base_dir, chain, compiler.diagnostics)
     if "remove" in spec.model_fields_set and not spec.extends and not spec.set_aside(("extends",)):
@@ -226,6 +229,8 @@ def build(
     if base is not None:
         _inherit(result, base)
     result.named_dtype_configs.extend(compiler.named_dtype_configs())
+    if graph_inputs is not None:
+        set_graph_inputs(result.backend_config, graph_inputs)
     _remove(result, removals, doc, spec, problems)
     for index, config in entries:
         key = pattern_key(config)
@@ -243,6 +248,7 @@ def view_of(built: Built, resolver: Resolver, kind: type[_View] = SpecView) -> _
 
 def _inherit(result: Compiled, base: Compiled) -> None:
     result.named_dtype_configs.extend(base.named_dtype_configs)
+    set_graph_inputs(result.backend_config, graph_inputs_of(base.backend_config))
     for config in base.backend_config.configs:
         key = pattern_key(config)
         result.backend_config.set_backend_pattern_config(config)

@@ -23,6 +23,8 @@ from backend_spec.specfile.fields import OBSERVER_FIELDS
 
 #: Attribute names on a BackendPatternConfig for the pattern-level pt2e keys.
 _ATEN, _POLICY = "bespec_aten", "bespec_policy"
+#: Attribute name on a BackendConfig for the version 5 ``graph_inputs`` DTypeConfig.
+_GRAPH_INPUTS = "bespec_graph_inputs"
 
 
 @dataclass
@@ -58,6 +60,17 @@ def pattern_aten(config: Any) -> list[list[list[str]]]:
 def pattern_policy(config: Any) -> dict[str, str]:
     """The policy keys the entry sets (unset keys keep the rule's FX-like default)."""
     return dict(getattr(config, _POLICY, None) or {})
+
+
+def set_graph_inputs(backend_config: Any, dtype_config: Any) -> None:
+    """``graph_inputs`` (version 5): the DTypeConfig whose activation observer graph inputs get."""
+    setattr(backend_config, _GRAPH_INPUTS, dtype_config)
+
+
+def graph_inputs(backend_config: Any) -> Any:
+    """The ``graph_inputs`` DTypeConfig of a backend (None: graph inputs are not observed
+    for their own sake)."""
+    return getattr(backend_config, _GRAPH_INPUTS, None)
 
 
 def _alternatives(op: str | list[str]) -> list[str]:

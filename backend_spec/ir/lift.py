@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from backend_spec import _torch
-from backend_spec.ir.carrier import observer_options, pattern_aten, pattern_policy
+from backend_spec.ir.carrier import graph_inputs, observer_options, pattern_aten, pattern_policy
 from backend_spec.ir.model import (
     Backend,
     DTypeConfig,
@@ -55,7 +55,8 @@ def lift(
         lift_entry(config, origins.get(key, _UNKNOWN), key, dtype_config)
         for key, config in backend_config._pattern_complex_format_to_config.items()
     )
-    return Backend(backend_config.name, entries)
+    inputs = graph_inputs(backend_config)
+    return Backend(backend_config.name, entries, None if inputs is None else dtype_config(inputs))
 
 
 def pattern_key(config: _torch.BackendPatternConfig) -> Any:

@@ -20,6 +20,7 @@ from typing import Any
 from backend_spec._torch import BackendConfig, BackendPatternConfig, ObservationType, quiet, torch
 from backend_spec.analysis import qconfigs
 from backend_spec.ir import Entry
+from backend_spec.ir.carrier import graph_inputs
 from backend_spec.ir.lift import lift
 from backend_spec.pt2e.aten import describe_op
 from backend_spec.pt2e.qat import qat_fused_type, qat_swap, spec_data
@@ -155,7 +156,25 @@ class _Compiler:
                 else:
                     self.report.conflicts.append((entry.label, first.label, _chain_text(rule)))
         rules.sort(key=lambda rule: -len(rule.chain))
-        return Table(specs=self.specs, rules=tuple(rules)), self.report
+        table = Table(specs=self.specs, rules=tuple(rules), graph_inputs=self.graph_inputs_spec())
+        return table, self.report
+
+    def graph_inputs_spec(self) -> str | None:
+        """The spec of ``graph_inputs`` (version 5): the activation observer of the QConfig its
+        dtype config makes (what an entry with that config observes its input with)."""
+        dtype_config = graph_inputs(self.backend_config)
+        if dtype_config is None:
+            return None
+        qconfig = qconfigs.qconfig_for(dtype_config)
+        if qconfig is None:
+            return None
+        if self.qat:
+            try:
+                qconfig = qconfigs.qat_qconfig(qconfig, dtype_config)
+            except ValueError:  # no fake-quantize of that kind: graph inputs stay float
+                return None
+        name, dynamic = self.observer_spec(qconfig.activation)
+        return None if dynamic else name
 
     # --- chains -------------------------------------------------------------------------------
 

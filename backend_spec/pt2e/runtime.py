@@ -11,6 +11,7 @@ is plain data::
     {"format": 2,
      "specs": {NAME: {"kind": "observed"|"fixed", "dtype": "uint8", ...,
                       "fake_quant": KIND (QAT tables only: the observer's fake-quantize)}},
+     "graph_inputs": NAME (optional: the spec of every float graph input),
      "rules": [{"label": str, "chain": [[aten target, ...], ...], "where": [...],
                 "groups": [int, ...], "observation": "different"|"share"|"none",
                 "by_num_args": {str(n): observation}, "input": NAME|None,
@@ -170,6 +171,7 @@ class TableQuantizer(Quantizer):
         self._dtypes = {name: data["dtype"] for name, data in typed.specs.items()}
         self._dynamic = {name: bool(data.get("is_dynamic")) for name, data in typed.specs.items()}
         self.rules = typed.rules
+        self.graph_inputs = typed.graph_inputs
         self._by_last: dict[str, list[Rule]] = {}
         for rule in self.rules:
             for target in rule.chain[-1]:
@@ -456,10 +458,25 @@ class _Annotator:
         self.propagated: set[torch.fx.Node] = set()
 
     def run(self, graph: torch.fx.Graph, matches: list[Match]) -> None:
+        self.annotate_graph_inputs(graph)
         for match in matches:
             for node in match.nodes:
                 node.meta["quantization_annotation"] = QuantizationAnnotation(_annotated=True)
             self.annotate(match)
+
+    def annotate_graph_inputs(self, graph: torch.fx.Graph) -> None:
+        """``graph_inputs`` (spec_version 5): every float graph input's output is observed,
+        whatever reads it; an entry quantizing a reader then shares that observer."""
+        name = self.quantizer.graph_inputs
+        if name is None:
+            return
+        for node in graph.nodes:
+            if node.op == "placeholder" and _is_float_tensor(node):
+                node.meta["quantization_annotation"] = QuantizationAnnotation(
+                    output_qspec=self.quantizer.spec(name), _annotated=True
+                )
+                self.observed[node] = self.quantizer.dtype(name)
+                self.quantized.add(node)
 
     def observation(self, match: Match) -> str:
         rule, first = match.rule, match.nodes[0]

@@ -128,18 +128,24 @@ def rule_key(chain: Sequence[Sequence[str]], where: Sequence[Any]) -> tuple:
 
 @dataclass(frozen=True)
 class Table:
-    """Specs (name -> plain spec data) and rules, longest chain first, then spec order."""
+    """Specs (name -> plain spec data), rules (longest chain first, then spec order) and the
+    spec of the graph inputs, if they are observed for their own sake."""
 
     specs: dict[str, dict[str, Any]]
     rules: tuple[Rule, ...]
     format: int = TABLE_FORMAT
+    #: The spec every float graph input's output gets (spec_version 5 ``graph_inputs``).
+    graph_inputs: str | None = None
 
     def to_data(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "format": self.format,
             "specs": self.specs,
             "rules": [rule.to_data() for rule in self.rules],
         }
+        if self.graph_inputs is not None:
+            data["graph_inputs"] = self.graph_inputs
+        return data
 
     @classmethod
     def from_data(cls, data: dict[str, Any]) -> Table:
@@ -149,4 +155,4 @@ class Table:
                 "recompile the spec"
             )
         rules = tuple(Rule.from_data(rule) for rule in data["rules"])
-        return cls(specs=data["specs"], rules=rules)
+        return cls(specs=data["specs"], rules=rules, graph_inputs=data.get("graph_inputs"))

@@ -212,6 +212,10 @@ PT2E_PATTERN_FIELDS: tuple[str, ...] = (
     "bias_qspec",
 )
 
+#: The pt2e keys of the whole spec (no torch field; version 5): ``graph_inputs``, the dtype
+#: config whose activation observer every float graph input (placeholder) gets.
+PT2E_BACKEND_FIELDS: tuple[str, ...] = ("graph_inputs",)
+
 #: Every key of a dtype mapping after ``dtype``: torch's constraints, then the observer keys.
 DTYPE_MAPPING_FIELDS: tuple[str, ...] = CONSTRAINT_FIELDS + OBSERVER_FIELDS
 

@@ -118,7 +118,7 @@ def export_quantizer(
         if original.error:
             raise ValueError(f"the quantizer fails on the probe suite: {original.error}")
     probed = probe.by_context(recorder.snapshot, branches)
-    inferred = infer(probed, unit_names, name)
+    inferred = infer(probed, unit_names, name, recorder.graph_inputs)
     inferred.gaps += rewrite_gaps(recorder.rewritten)
     text = dump(inferred.backend_config, fmt, name=name)
     result = QuantizerExport(text, inferred)

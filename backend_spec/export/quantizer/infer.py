@@ -18,11 +18,16 @@ shows whether it matters on real models. Nothing here decides whether to write t
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig, torch
-from backend_spec.ir.carrier import ObservedDTypeWithConstraints, set_pt2e_keys
+from backend_spec.ir.carrier import (
+    ObservedDTypeWithConstraints,
+    set_graph_inputs,
+    set_pt2e_keys,
+)
 from backend_spec.pt2e.table import POLICY_VALUES
 
 with __import__("backend_spec.quiet", fromlist=["quiet"]).quiet():
@@ -71,9 +76,16 @@ class Inferred:
     gaps: list[Gap] = field(default_factory=list)
 
 
-def infer(probed: dict[str, Any], unit_names: dict[str, tuple[str, ...]], name: str) -> Inferred:
-    """A BackendConfig from :func:`.probe.probe`'s results (``unit_names``: key -> op names)."""
+def infer(
+    probed: dict[str, Any],
+    unit_names: dict[str, tuple[str, ...]],
+    name: str,
+    graph_inputs: Sequence[dict[str, Any] | None] = (),
+) -> Inferred:
+    """A BackendConfig from :func:`.probe.probe`'s results (``unit_names``: key -> op names;
+    ``graph_inputs``: the output qspec the quantizer gave each float graph input)."""
     builder = _Builder(name, _common_activation(probed))
+    builder.graph_inputs(list(graph_inputs))
     fusions = []
     spellings: dict[str, list[str]] = {}
     for key, names in unit_names.items():
@@ -133,6 +145,21 @@ class _Builder:
                 return _renamed(config, pattern)
         self.gap(label, "no op name writes it without another op the quantizer treats otherwise")
         return None
+
+    def graph_inputs(self, qspecs: list[dict[str, Any] | None]) -> None:
+        """``graph_inputs`` (version 5) when the quantizer observes every float graph input
+        with one qspec of its own; some observed and some not is a gap."""
+        observed = [q for q in qspecs if q is not None]
+        if not observed:
+            return
+        label = "graph inputs"
+        kinds = {json.dumps(q, sort_keys=True) for q in observed}
+        if len(observed) != len(qspecs) or len(kinds) != 1 or observed[0]["kind"] != "observed":
+            self.gap(label, "the quantizer observes some graph inputs, or not all alike")
+            return
+        mapping = self.mapping(label, "graph input", observed[0])
+        dtype_config = DTypeConfig(input_dtype=mapping, output_dtype=mapping)
+        set_graph_inputs(self.backend_config, dtype_config)
 
     # --- units --------------------------------------------------------------------------------
 

@@ -388,6 +388,8 @@ def recording(quantizer: Any) -> Any:
             self.snapshot: dict[int, dict[str, Any]] = {}
             #: ATen op -> (nodes before, nodes after) where the transform changed the count.
             self.rewritten: dict[str, tuple[int, int]] = {}
+            #: The output qspec of each float graph input (None: not annotated).
+            self.graph_inputs: list[dict[str, Any] | None] = []
 
         def transform_for_annotation(self, model: Any) -> Any:
             before = op_counts(model.graph)
@@ -403,6 +405,7 @@ def recording(quantizer: Any) -> Any:
         def annotate(self, model: Any) -> Any:
             result = quantizer.annotate(model)
             self.snapshot = read_annotations(model)
+            self.graph_inputs = read_graph_inputs(model)
             return result
 
         def validate(self, model: Any) -> None:
@@ -421,6 +424,20 @@ def op_counts(graph: Any) -> dict[str, int]:
         if node.op == "call_function":
             counts[str(node.target)] = counts.get(str(node.target), 0) + 1
     return counts
+
+
+def read_graph_inputs(graph_module: Any) -> list[dict[str, Any] | None]:
+    """The output qspec a quantizer gave each float graph input (placeholder), as data."""
+    found = []
+    for node in graph_module.graph.nodes:
+        value = node.meta.get("val")
+        if node.op != "placeholder" or not isinstance(value, torch.Tensor):
+            continue
+        if value.is_floating_point():
+            annotation = node.meta.get("quantization_annotation")
+            qspec = None if annotation is None else annotation.output_qspec
+            found.append(describe_qspec(qspec, node, {}))
+    return found
 
 
 def read_annotations(graph_module: Any) -> dict[int, dict[str, Any]]:

@@ -1,0 +1,155 @@
+"""spec_version 5: the pt2e keys for hand-written quantizers such as executorch's EnnQuantizer.
+
+``graph_inputs`` (top level): every float graph input is observed for its own sake.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import backend_spec
+from backend_spec._torch import torch
+from backend_spec.diagnostics import SpecError
+
+pytest.importorskip("torchao")
+
+from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e  # noqa: E402
+
+GRAPH_INPUTS_SPEC = """\
+spec_version: {version}
+name: inputs
+dtype_configs:
+  act:
+    input_dtype: {{dtype: qint8, observer: minmax}}
+    output_dtype: {{dtype: qint8, observer: minmax}}
+  weighted:
+    input_dtype: {{dtype: qint8, observer: minmax}}
+    output_dtype: {{dtype: qint8, observer: minmax}}
+    weight_dtype: {{dtype: qint8, qscheme: symmetric}}
+graph_inputs: {graph_inputs}
+patterns:
+  - pattern: F.linear
+    dtype_configs: [weighted]
+"""
+
+
+def _spec(tmp_path: Path, version: int = 5, graph_inputs: str = "act") -> Path:
+    path = tmp_path / "s.yaml"
+    path.write_text(GRAPH_INPUTS_SPEC.format(version=version, graph_inputs=graph_inputs))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("version", "graph_inputs", "expected"),
+    [
+        (4, "act", ["BS206", "graph_inputs needs format version 5", "set spec_version: 5"]),
+        (5, "nope", ["BS401", "no dtype config named 'nope'"]),
+        (5, "'weighted'", []),
+    ],
+)
+def test_graph_inputs_is_version_5_and_names_a_dtype_config(
+    tmp_path: Path, version: int, graph_inputs: str, expected: list[str]
+) -> None:
+    path = _spec(tmp_path, version, graph_inputs)
+    if not expected:
+        backend_spec.load(path)
+        return
+    with pytest.raises(SpecError) as caught:
+        backend_spec.load(path)
+    text = str(caught.value)
+    assert all(part in text for part in expected), text
+    assert "s.yaml:11:" in text  # the graph_inputs line
+
+
+class _LinearAndSin(torch.nn.Module):
+    """``F.linear`` (the spec's pattern) of ``x``, plus ``sin(y)`` (no entry)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(4, 4))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.linear(x, self.weight) + torch.sin(y)
+
+
+def _prepared(spec: Path) -> torch.fx.GraphModule:
+    torch.manual_seed(0)
+    args = (torch.randn(2, 4), torch.randn(2, 4))
+    exported = torch.export.export(_LinearAndSin().eval(), args).module()
+    prepared = prepare_pt2e(exported, backend_spec.quantizer(spec))
+    prepared(*args)
+    return prepared
+
+
+def _observer_after(prepared: torch.fx.GraphModule, name: str) -> list[str]:
+    node = next(n for n in prepared.graph.nodes if n.name == name)
+    return [u.target for u in node.users if "activation_post_process" in str(u.target)]
+
+
+def test_graph_inputs_observes_every_float_input_whatever_reads_it(tmp_path: Path) -> None:
+    """``y`` feeds only ``sin``, which no entry quantizes: still observed; ``x`` feeds the
+    linear, whose input shares that one observer (no second one on the edge)."""
+    with_inputs = _prepared(_spec(tmp_path))
+    assert len(_observer_after(with_inputs, "x")) == 1
+    assert len(_observer_after(with_inputs, "y")) == 1
+    without = tmp_path / "plain.yaml"
+    without.write_text(_spec(tmp_path).read_text().replace("graph_inputs: act\n", ""))
+    plain = _prepared(without)
+    assert len(_observer_after(plain, "x")) == 1  # the linear's own input observer
+    assert _observer_after(plain, "y") == []
+    converted = convert_pt2e(with_inputs, fold_quantize=False)
+    quantized = {str(n.args[0]) for n in converted.graph.nodes if "quantize_per" in str(n.target)}
+    assert {"x", "y"} <= quantized
+
+
+@pytest.mark.parametrize("fmt", ["yaml", "toml"])
+def test_graph_inputs_round_trips_and_is_diffed(tmp_path: Path, fmt: str) -> None:
+    from backend_spec.analysis.compare import diff
+
+    loaded = backend_spec.load(_spec(tmp_path))
+    text = backend_spec.dump(loaded, fmt)
+    assert "spec_version" in text and "graph_inputs" in text
+    again = tmp_path / f"again.{fmt}"
+    again.write_text(text)
+    reloaded = backend_spec.load(again)
+    assert diff(loaded, reloaded) == []
+    assert _observer_after(_prepared(again), "y")
+    other = backend_spec.load(_spec(tmp_path, graph_inputs="weighted"))
+    changed = [d.field for d in diff(loaded, other)]
+    assert changed == ["graph_inputs.weight_dtype.dtype", "graph_inputs.weight_dtype.qscheme"]
+
+
+def test_a_dtype_config_named_only_by_graph_inputs_is_used(tmp_path: Path) -> None:
+    from backend_spec.lint import lint_path
+
+    path = _spec(tmp_path)
+    assert "BS507" not in {d.code for d in lint_path(path)}
+    path.write_text(path.read_text().replace("graph_inputs: act\n", ""))
+    assert "BS507" in {d.code for d in lint_path(path)}  # then 'act' is unused
+
+
+def test_graph_inputs_are_inferred_when_every_float_input_is_observed_alike() -> None:
+    from backend_spec.export.quantizer.infer import infer
+    from backend_spec.ir.lift import lift
+
+    act = {
+        "kind": "observed",
+        "dtype": "int8",
+        "quant_min": -128,
+        "quant_max": 127,
+        "qscheme": "per_tensor_affine",
+        "ch_axis": None,
+        "is_dynamic": False,
+        "observer": "MinMaxObserver",
+        "kwargs": {"eps": 2**-12},
+    }
+    found = infer({}, {}, "q", [act, act])
+    mapping = lift(found.backend_config).graph_inputs.mapping("input_dtype")
+    assert mapping.dtype == torch.qint8 and mapping.get("scale_min_lower_bound") == 2**-12
+    assert found.gaps == []
+    assert lift(infer({}, {}, "q", [None, None]).backend_config).graph_inputs is None
+    mixed = infer({}, {}, "q", [act, None])
+    assert lift(mixed.backend_config).graph_inputs is None
+    assert [gap.op for gap in mixed.gaps] == ["graph inputs"]
