@@ -445,15 +445,21 @@ def _odd():
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("factory", "written"),
-    [("inputs_quantizer", "graph_inputs: ")],
+    ("factory", "written", "version"),
+    [
+        ("inputs_quantizer", "graph_inputs: ", 5),
+        ("upstream_quantizer", "input_observer: upstream", 5),
+        ("join_quantizer", "producers: join", 5),
+        ("fixed_observer_quantizer", "scale_exact_match: 0.00390625", 2),
+    ],
 )
-def test_version_5_quantizers_export_and_match_unseen_models(tmp_path, factory, written):
-    """Each fixture of odd.py that needs a version 5 key exports with it and matches."""
+def test_enn_style_quantizers_export_and_match_unseen_models(tmp_path, factory, written, version):
+    """Each EnnQuantizer habit of odd.py exports to its key (version 5 for the new ones) and
+    the spec matches the quantizer on models the export never saw."""
     done, out = _export(tmp_path, f"{FIXTURES / 'odd.py'}:{factory}")
     assert done.returncode == 0, done.stderr[-2000:]
     text = out.read_text()
-    assert "spec_version: 5" in text and written in text
+    assert written in text and f"spec_version: {version}\n" in text
     assert _matches(out, getattr(_odd(), factory)) == []
 
 

@@ -153,3 +153,101 @@ def test_graph_inputs_are_inferred_when_every_float_input_is_observed_alike() ->
     mixed = infer({}, {}, "q", [act, None])
     assert lift(mixed.backend_config).graph_inputs is None
     assert [gap.op for gap in mixed.gaps] == ["graph inputs"]
+
+
+# --- pattern keys: input_observer, producers -------------------------------------------------
+
+POLICY_SPEC = """\
+spec_version: {version}
+name: policies
+dtype_configs:
+  act:
+    input_dtype: {{dtype: qint8, observer: minmax}}
+    output_dtype: {{dtype: qint8, observer: minmax}}
+  weighted:
+    input_dtype: {{dtype: qint8, observer: minmax}}
+    output_dtype: {{dtype: qint8, observer: minmax}}
+    weight_dtype: {{dtype: qint8, qscheme: symmetric}}
+patterns:
+  - pattern: F.linear
+    dtype_configs: [weighted]
+    {linear}
+  - pattern: F.max_pool1d
+    observation_type: output_share_observer_with_input
+    dtype_configs: [act]
+  - pattern: torch.cat
+    observation_type: output_share_observer_with_input
+    dtype_configs: [act]
+    {cat}
+"""
+
+
+def _policy_spec(tmp_path: Path, linear: str = "", cat: str = "", version: int = 5) -> Path:
+    path = tmp_path / "policies.yaml"
+    path.write_text(POLICY_SPEC.format(version=version, linear=linear, cat=cat))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("linear", "cat"), [("input_observer: upstream", ""), ("", "producers: join")]
+)
+def test_version_5_pattern_keys_need_version_5(tmp_path: Path, linear: str, cat: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        backend_spec.load(_policy_spec(tmp_path, linear, cat, version=4))
+    text = str(caught.value)
+    key = (linear or cat).split(":")[0]
+    assert "BS206" in text and f"{key} needs format version 5" in text
+
+
+class _Policies(torch.nn.Module):
+    """linear -> sin (no entry) -> linear; and cat([linear(x), max_pool1d(linear(x))])."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w1 = torch.nn.Parameter(torch.randn(8, 8))
+        self.w2 = torch.nn.Parameter(torch.randn(8, 8))
+        self.w3 = torch.nn.Parameter(torch.randn(8, 8))
+        self.w4 = torch.nn.Parameter(torch.randn(4, 8))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        f = torch.nn.functional
+        chained = f.linear(torch.sin(f.linear(x, self.w1)), self.w2)
+        pooled = f.max_pool1d(f.linear(x, self.w3), 2)
+        return chained, torch.cat([f.linear(x, self.w4), pooled], -1)
+
+
+def _observers(spec: Path) -> dict[str, object]:
+    """Node name -> the observer module on its output (prepared and calibrated)."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 8)
+    exported = torch.export.export(_Policies().eval(), (x,)).module()
+    prepared = prepare_pt2e(exported, backend_spec.quantizer(spec))
+    prepared(x)
+    found = {}
+    for node in prepared.graph.nodes:
+        for user in node.users:
+            if "activation_post_process" in str(user.target):
+                found[node.name] = getattr(prepared, user.target)
+    return found
+
+
+def test_input_observer_upstream_shares_the_nearest_observed_ops_observer(
+    tmp_path: Path,
+) -> None:
+    """The second linear reads sin (float): ``upstream`` observes that edge with the first
+    linear's output observer (one instance, one set of qparams); ``own`` with a new one."""
+    upstream = _observers(_policy_spec(tmp_path, linear="input_observer: upstream"))
+    assert upstream["sin"] is upstream["linear"]
+    own = _observers(_policy_spec(tmp_path))
+    assert own["sin"] is not own["linear"]
+
+
+def test_producers_join_keeps_the_producers_groups_and_unites_them(tmp_path: Path) -> None:
+    """cat's second input is max_pool1d, which shares its linear's observer: ``join`` keeps
+    that sharing (one group: both linears, max_pool1d, cat); ``split`` (FX) cuts the pooled
+    linear out of the cat's group."""
+    joined = _observers(_policy_spec(tmp_path, cat="producers: join"))
+    assert joined["linear_2"] is joined["max_pool1d"] is joined["cat"] is joined["linear_3"]
+    split = _observers(_policy_spec(tmp_path))
+    assert split["max_pool1d"] is split["cat"] is split["linear_3"]
+    assert split["linear_2"] is not split["cat"]

@@ -97,6 +97,9 @@ _FLOAT_WEIGHT_TARGETS = (
     "aten.instance_norm.default",
 )
 
+#: How far ``input_observer: upstream`` walks back (a bound on a walk along a long chain).
+_MAX_UPSTREAM = 256
+
 #: Names of the fx.Node metadata the matcher reads.
 _STACK, _TORCH_FN = "nn_module_stack", "torch_fn"
 
@@ -537,7 +540,11 @@ class _Annotator:
             inputs = [root, *(arg for arg in inputs if arg is not root)]
         for arg in inputs:
             if root is None:
-                self.annotate_input(qspec_map, arg, rule.input, in_dtype)
+                upstream = self.upstream(rule.policy, arg, inputs)
+                if upstream is None:
+                    self.annotate_input(qspec_map, arg, rule.input, in_dtype)
+                else:
+                    qspec_map[arg] = SharedQuantizationSpec(upstream)
             elif arg is root:
                 # A real spec, as the hand-written quantizers give it: implicit sharing joins
                 # it to an observed root's group; a SharedQuantizationSpec here could close a
@@ -545,13 +552,30 @@ class _Annotator:
                 qspec_map[arg] = self.quantizer.spec(rule.input)
             else:
                 qspec_map[arg] = SharedQuantizationSpec((root, first))
-                self.repoint(arg, rule.input)
+                if rule.policy.producers == "split":
+                    self.repoint(arg, rule.input)
         # After the inputs: prepare_qat_pt2e's conv-bn rewrite reads the map in order (input,
         # weight, bias).
         self.annotate_weights(first, rule, qspec_map)
         if rule.policy.extra_inputs == "quantized":
             self.annotate_extra_inputs(match, rule.input, in_dtype)
         self.annotate_output(last, rule, observation, (root, first))
+
+    def upstream(self, policy: Policy, arg: Any, inputs: list) -> torch.fx.Node | None:
+        """``input_observer: upstream``: for the first input, read from an op whose output is
+        not observed, the nearest observed op up the chain of first arguments (``None``: a
+        graph input or nothing observed that way)."""
+        if policy.input_observer != "upstream" or arg is not inputs[0] or arg in self.observed:
+            return None
+        node = arg
+        for _ in range(_MAX_UPSTREAM):
+            if not isinstance(node, torch.fx.Node) or node.op != "call_function":
+                return None
+            if node in self.observed:
+                return node
+            first = node.args[0] if node.args else None
+            node = first[0] if isinstance(first, (list, tuple)) and first else first
+        return None
 
     def annotate_input(self, qspec_map: dict, arg: Any, name: str, dtype: str | None) -> None:
         if dtype is not None and self.observed.get(arg) == dtype:
@@ -577,7 +601,7 @@ class _Annotator:
         annotation = last.meta["quantization_annotation"]
         if observation == "share":
             annotation.output_qspec = SharedQuantizationSpec(shared_edge)
-            if rule.policy.quantize != "always":
+            if rule.policy.quantize != "always" or rule.policy.producers == "join":
                 self.propagated.add(last)
         else:
             annotation.output_qspec = self.quantizer.spec(rule.output)

@@ -42,6 +42,15 @@ class Policy:
       op's bias is quantized to int32 with scale = input scale x weight scale and zero point 0
       (per channel when the weight is), as integer kernels add it; ``derived`` uses int32's
       full range, ``derived_narrow`` drops its lowest value (symmetric, as TOSA's).
+    * ``input_observer``: ``own``, or (spec_version 5) ``upstream``: when the first op's first
+      activation input comes from an op whose output is not observed, that edge shares the
+      observer of the nearest observed op up the chain of first arguments (through the ops
+      no rule observes), as EnnQuantizer's conv and linear do; a graph input or nothing
+      observed upstream: the input's own observer.
+    * ``producers``: ``split`` (FX: a ``share`` rule takes over the output observers of the
+      producers of its other inputs, splitting them from their own input groups), or
+      (spec_version 5) ``join``: the producers keep their groups and torchao unites them all
+      (what a hand-written quantizer's ``SharedQuantizationSpec`` on those edges does).
     """
 
     quantize: str = "always"
@@ -52,6 +61,8 @@ class Policy:
     scalars: str = "keep"
     consumers: str = "any"
     bias_qspec: str = "float"
+    input_observer: str = "own"
+    producers: str = "split"
 
 
 #: Every policy key with its allowed values, the default first (the spec format's source too).
@@ -64,6 +75,8 @@ POLICY_VALUES: dict[str, tuple[str, ...]] = {
     "scalars": ("keep", "tensor"),
     "consumers": ("any", "quantizing"),
     "bias_qspec": ("float", "derived", "derived_narrow"),
+    "input_observer": ("own", "upstream"),
+    "producers": ("split", "join"),
 }
 
 

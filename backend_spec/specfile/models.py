@@ -602,6 +602,21 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
         "(TOSA's symmetric range).",
         json_schema_extra=_V4,
     )
+    input_observer: Literal["own", "upstream"] | None = Field(
+        None,
+        description="pt2e (version 5): the first input's own observer (default), or upstream: "
+        "read from an op whose output is not observed, it shares the observer of the nearest "
+        "observed op up the chain of first arguments (EnnQuantizer's conv and linear).",
+        json_schema_extra=_V5,
+    )
+    producers: Literal["split", "join"] | None = Field(
+        None,
+        description="pt2e (version 5), for output_share_observer_with_input entries: split "
+        "(default, FX: the producers of the other inputs lose their own observer groups) or "
+        "join: they keep them and all are united into one (torchao's SharedQuantizationSpec, "
+        "as hand-written quantizers' cat and add).",
+        json_schema_extra=_V5,
+    )
 
     @model_validator(mode="after")
     def _one_pattern(self) -> PatternModel:

@@ -86,6 +86,7 @@ def infer(
     ``graph_inputs``: the output qspec the quantizer gave each float graph input)."""
     builder = _Builder(name, _common_activation(probed))
     builder.graph_inputs(list(graph_inputs))
+    builder.upstream = _upstream_readers(probed)
     fusions = []
     spellings: dict[str, list[str]] = {}
     for key, names in unit_names.items():
@@ -114,6 +115,8 @@ class _Builder:
         self.seen_chains: set[str] = set()
         #: ATen op -> the behaviour of its own entry (for deciding whether a chain is a fusion).
         self.single_output: dict[str, Any] = {}
+        #: First ops whose input shares the observer of the nearest observed op upstream.
+        self.upstream: set[str] = set()
 
     def result(self) -> Inferred:
         """The entries, longer chains first (readable; the pt2e runtime sorts them anyway)."""
@@ -141,7 +144,7 @@ class _Builder:
             return None
         for name in candidates:
             pattern = _resolve(name)
-            if pattern not in by_pattern and not _traces(pattern):
+            if pattern not in by_pattern and _traces_to(pattern) in (None, label):
                 return _renamed(config, pattern)
         self.gap(label, "no op name writes it without another op the quantizer treats otherwise")
         return None
@@ -232,7 +235,7 @@ class _Builder:
         act = first["inputs"].get(act_position) if act_position is not None else None
         weight = _param_qspec(first, "1")
         bias = _param_qspec(first, "2")
-        output = last["output"]
+        output = _fixed_observer(last["output"])
         observation = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
         if act is not None and act.get("kind") == "shared" and self.common is not None:
             act = self.common  # the producer's own qspec, as the spec's runtime reuses it
@@ -274,6 +277,15 @@ class _Builder:
                 self.gap(label, f"input {position} has another qspec than input {act_position}")
         if weight is not None and bias is not None:
             policy["bias_qspec"] = self.bias(label, bias, act_position)
+        if len(targets) == 1 and targets[0] in self.upstream:
+            policy["input_observer"] = "upstream"
+        if (
+            observation == ObservationType.OUTPUT_SHARE_OBSERVER_WITH_INPUT
+            and policy.get("quantize", "always") == "always"
+        ):
+            # The quantizer's SharedQuantizationSpec edges: torchao unites the producers'
+            # groups with this one (FX's split applies to the spec's own runtime only).
+            policy["producers"] = "join"
         dtype_config = DTypeConfig(
             input_dtype=input_dtype,
             output_dtype=output_dtype,
@@ -478,6 +490,33 @@ def _common_activation(probed: dict[str, Any]) -> dict[str, Any] | None:
     return json.loads(max(counts, key=counts.__getitem__)) if counts else None
 
 
+def _upstream_readers(probed: dict[str, Any]) -> set[str]:
+    """The consumers whose input shares an observer further up (``input_observer: upstream``):
+    after a unit the quantizer leaves float between two quantized ops, the consumer's input
+    shares a qspec elsewhere in the graph (the producer before the unit)."""
+    found = set()
+    for unit in (probed.get("pre_post") or {}).values():
+        if not unit.get("ops") or _annotated(unit["ops"]):
+            continue
+        for consumer in unit.get("post", []):
+            qspec = consumer["inputs"].get("0")
+            if qspec is not None and qspec == {"kind": "shared", "with": "other"}:
+                found.add(consumer["target"])
+    return found
+
+
+def _fixed_observer(qspec: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A ``QuantizationSpec`` whose constructor is a ``FixedQParamsObserver`` (EnnQuantizer's
+    sigmoid) as the fixed qspec it amounts to: prepare observes with the same observer."""
+    if qspec is None or qspec.get("observer") != "FixedQParamsObserver":
+        return qspec
+    kwargs = qspec.get("kwargs") or {}
+    if "scale" not in kwargs or "zero_point" not in kwargs:
+        return qspec
+    fixed = {key: qspec[key] for key in ("dtype", "quant_min", "quant_max", "qscheme")}
+    return {"kind": "fixed", **fixed, "scale": kwargs["scale"], "zero_point": kwargs["zero_point"]}
+
+
 def _param_qspec(node: dict[str, Any], position: str) -> dict[str, Any] | None:
     if node["kinds"].get(position) != "param":
         return None
@@ -528,11 +567,15 @@ def _pt2e_keys(config: BackendPatternConfig) -> tuple[list[list[list[str]]], dic
     return [[list(alts) for alts in chain] for chain in entry.aten], dict(entry.policy)
 
 
-def _traces(pattern: Any) -> bool:
-    """Whether torch.export traces ``pattern`` to ops of its own (an entry matches them too)."""
+def _traces_to(pattern: Any) -> str | None:
+    """The ATen op torch.export traces ``pattern`` to (an entry matches it too): ``None`` when
+    it traces to none, ``"..."`` when to a chain of several ops."""
     from backend_spec.pt2e.aten import describe_op
 
-    return "chain" in describe_op(pattern)
+    chain = describe_op(pattern).get("chain")
+    if not chain:
+        return None
+    return chain[0][0] if len(chain) == 1 else "..."
 
 
 def _renamed(config: BackendPatternConfig, pattern: Any) -> BackendPatternConfig:

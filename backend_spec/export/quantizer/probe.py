@@ -81,6 +81,24 @@ EXTRA_UNITS: tuple[tuple[str, tuple[str, ...], Any, tuple[int, ...]], ...] = (
     ("aten.mean.default", ("torch.mean",), torch.mean, (2, 8, 4, 4)),
     ("aten.clone.default", ("torch.clone",), torch.clone, (2, 8, 4, 4)),
     ("aten.expand.default", ("method:expand",), lambda x: x.expand(2, 8, 4, 4), (2, 1, 4, 4)),
+    # Ops outside the built-in backends that delegates annotate (EnnQuantizer): without a
+    # probe, a spec would leave them float where the quantizer observes them.
+    ("aten.gelu.default", ("F.gelu",), torch.nn.functional.gelu, (2, 8, 4, 4)),
+    ("aten.sin.default", ("torch.sin",), torch.sin, (2, 8, 4, 4)),
+    ("aten.cos.default", ("torch.cos",), torch.cos, (2, 8, 4, 4)),
+    ("aten.ceil.default", ("torch.ceil",), torch.ceil, (2, 8, 4, 4)),
+    ("aten.pow.Tensor_Scalar", ("torch.pow",), lambda x: x**2, (2, 8, 4, 4)),
+    (
+        "aten.log_softmax.int",
+        ("F.log_softmax",),
+        lambda x: torch.nn.functional.log_softmax(x, 1),
+        (2, 8, 4, 4),
+    ),
+    ("aten.pad.default", ("F.pad",), lambda x: torch.nn.functional.pad(x, (1, 1)), (2, 8, 4, 4)),
+    ("aten.sum.dim_IntList", ("torch.sum",), lambda x: x.sum(1), (2, 8, 4, 4)),
+    ("aten.div.Tensor", ("torch.div",), lambda x: torch.div(x, x), (2, 8, 4, 4)),
+    ("aten.bmm.default", ("torch.bmm",), lambda x: torch.bmm(x, x), (4, 4, 4)),
+    ("aten.rsub.Scalar", ("torch.rsub",), lambda x: 1 - x, (2, 8, 4, 4)),
 )
 
 #: Ops of the table that are not worth a branch: they vanish or only move memory in place, or
