@@ -630,8 +630,11 @@ def _pythonpath() -> str:
 DELEGATE_REFUSALS = {
     "qnn": "QnnQuantizer observes its int32 bias on its own (MinMaxObserver), quantizes "
     "layer_norm's weight and leaky_relu's slope, and shares cat/chunk groups the spec splits",
-    "samsung": "EnnQuantizer fuses conv + hardtanh only for ReLU6-like bounds, shares add and "
-    "cat inputs, and fixes sigmoid's qparams; group_norm crashes its own calibration (left out)",
+    "samsung": "EnnQuantizer (12 ops left after spec_version 5) fuses conv/linear + hardtanh "
+    "only when min_val == 0, gives softmax an input edge from the nearest quantized op while "
+    "its own stays float, stops sharing add after add or dropout, observes layer_norm's and "
+    "group_norm's weights, and observes sigmoid's input after a float op with the activation "
+    "qspec while its fixed-qparams output (a plain QuantizationSpec) joins a mul's group",
     "arm_tosa": "TOSAQuantizer decomposes ops in transform_for_annotation, which a spec "
     "cannot do (its derived int32 bias is bias_qspec: derived_narrow)",
     "cortex_m": "CortexMQuantizer fails on the cat model by itself and annotates beyond what "

@@ -251,3 +251,82 @@ def test_producers_join_keeps_the_producers_groups_and_unites_them(tmp_path: Pat
     split = _observers(_policy_spec(tmp_path))
     assert split["max_pool1d"] is split["cat"] is split["linear_3"]
     assert split["linear_2"] is not split["cat"]
+
+
+VIEW_SPEC = """\
+spec_version: 5
+name: views
+dtype_configs:
+  act:
+    input_dtype: {dtype: qint8, observer: minmax}
+    output_dtype: {dtype: qint8, observer: minmax}
+  weighted:
+    input_dtype: {dtype: qint8, observer: minmax}
+    output_dtype: {dtype: qint8, observer: minmax}
+    weight_dtype: {dtype: qint8, qscheme: symmetric}
+patterns:
+  - pattern: F.linear
+    dtype_configs: [weighted]
+  - pattern: torch.flatten
+    observation_type: output_share_observer_with_input
+    dtype_configs: [act]
+    aten: [[aten.flatten.using_ints]]
+"""
+
+
+class _View(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(8, 8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.flatten(torch.sin(torch.nn.functional.linear(x, self.weight)), 1)
+
+
+@pytest.mark.parametrize("upstream", [True, False])
+def test_a_sharing_entry_with_upstream_joins_the_nearest_observed_group(
+    tmp_path: Path, upstream: bool
+) -> None:
+    """flatten reads sin (float): with ``upstream`` its output joins the linear's group and
+    the sin -> flatten edge stays float; without, that edge gets an observer of its own."""
+    path = tmp_path / "views.yaml"
+    text = VIEW_SPEC + ("    input_observer: upstream\n" if upstream else "")
+    path.write_text(text)
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 8)
+    exported = torch.export.export(_View().eval(), (x,)).module()
+    prepared = prepare_pt2e(exported, backend_spec.quantizer(path))
+    prepared(x)
+    found = {}
+    for node in prepared.graph.nodes:
+        for user in node.users:
+            if "activation_post_process" in str(user.target):
+                found[node.name] = getattr(prepared, user.target)
+    if upstream:
+        assert "sin" not in found and found["flatten"] is found["linear"]
+    else:
+        assert found["sin"] is found["flatten"] and found["flatten"] is not found["linear"]
+
+
+def test_upstream_is_inferred_from_the_gap_probes() -> None:
+    """A single op whose input (or output) shares a qspec elsewhere in the graph when a float
+    op stands between it and the quantized producer; not a chain, not a local share."""
+    from backend_spec.export.quantizer.infer import _upstream_readers
+
+    elsewhere = {"kind": "shared", "with": "other"}
+    local = {"kind": "shared", "with": "input:0"}
+
+    def unit(*ops):
+        return {"ops": [{"target": t, "inputs": {"0": q}, "output": o} for t, q, o in ops]}
+
+    probed = {
+        "gap": {
+            "linear": unit(("aten.linear.default", elsewhere, None)),
+            "flatten": unit(("aten.flatten.using_ints", None, elsewhere)),
+            "relu": unit(("aten.relu.default", local, local)),
+            "chain": unit(
+                ("aten.conv2d.default", elsewhere, None), ("aten.relu.default", None, None)
+            ),
+        }
+    }
+    assert _upstream_readers(probed) == {"aten.linear.default", "aten.flatten.using_ints"}

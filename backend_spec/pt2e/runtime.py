@@ -525,6 +525,15 @@ class _Annotator:
         if observation == "share" and not (inputs and _shares_in_graph(inputs[0], in_dtype)):
             observation = "different"
         qspec_map = first.meta["quantization_annotation"].input_qspec_map
+        if observation == "share" and len(inputs) == 1:
+            upstream = self.upstream(rule.policy, inputs[0], inputs)
+            if upstream is not None:
+                # The output joins the nearest observed op's group through an edge from it
+                # (not an argument: the op's own input edge stays unobserved), as
+                # EnnQuantizer's view ops do.
+                qspec_map[upstream] = SharedQuantizationSpec(upstream)
+                self.annotate_output(last, rule, observation, (upstream, first))
+                return
         root = None
         if observation == "share":
             # The group's root is an already observed input if there is one: torchao creates

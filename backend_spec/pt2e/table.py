@@ -46,7 +46,9 @@ class Policy:
       activation input comes from an op whose output is not observed, that edge shares the
       observer of the nearest observed op up the chain of first arguments (through the ops
       no rule observes), as EnnQuantizer's conv and linear do; a graph input or nothing
-      observed upstream: the input's own observer.
+      observed upstream: the input's own observer. A ``share`` rule with one input joins
+      that op's group with its output instead, through an edge from it (its own input edge
+      stays unobserved), as EnnQuantizer's view ops do.
     * ``producers``: ``split`` (FX: a ``share`` rule takes over the output observers of the
       producers of its other inputs, splitting them from their own input groups), or
       (spec_version 5) ``join``: the producers keep their groups and torchao unites them all

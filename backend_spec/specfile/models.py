@@ -606,7 +606,9 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
         None,
         description="pt2e (version 5): the first input's own observer (default), or upstream: "
         "read from an op whose output is not observed, it shares the observer of the nearest "
-        "observed op up the chain of first arguments (EnnQuantizer's conv and linear).",
+        "observed op up the chain of first arguments (EnnQuantizer's conv and linear); an "
+        "output_share_observer_with_input entry with one input joins that op's group with its "
+        "output instead, its input left unobserved (EnnQuantizer's view ops).",
         json_schema_extra=_V5,
     )
     producers: Literal["split", "join"] | None = Field(

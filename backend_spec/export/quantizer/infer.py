@@ -491,17 +491,17 @@ def _common_activation(probed: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _upstream_readers(probed: dict[str, Any]) -> set[str]:
-    """The consumers whose input shares an observer further up (``input_observer: upstream``):
-    after a unit the quantizer leaves float between two quantized ops, the consumer's input
-    shares a qspec elsewhere in the graph (the producer before the unit)."""
+    """The single ops whose input shares an observer further up (``input_observer:
+    upstream``): in the ``gap`` probes (a quantized producer, then ``abs`` left float), the
+    op's input or output shares a qspec elsewhere in the graph (the producer's)."""
     found = set()
-    for unit in (probed.get("pre_post") or {}).values():
-        if not unit.get("ops") or _annotated(unit["ops"]):
+    for unit in (probed.get("gap") or {}).values():
+        ops = unit.get("ops", [])
+        if len(ops) != 1:
             continue
-        for consumer in unit.get("post", []):
-            qspec = consumer["inputs"].get("0")
-            if qspec is not None and qspec == {"kind": "shared", "with": "other"}:
-                found.add(consumer["target"])
+        qspecs = [*ops[0]["inputs"].values(), ops[0]["output"]]
+        if any(q == {"kind": "shared", "with": "other"} for q in qspecs):
+            found.add(ops[0]["target"])
     return found
 
 

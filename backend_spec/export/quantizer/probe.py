@@ -10,7 +10,9 @@ may depend on:
 - ``pre``: each float input comes from an ``nn.Linear`` (a producer quantizers quantize);
 - ``mixed``: only the first input comes from a Linear, the others are board inputs;
 - ``post``: the result feeds an ``nn.Linear``;
-- ``pre_post``: both.
+- ``pre_post``: both;
+- ``gap``: each float input comes from an ``nn.Linear`` through ``abs``, an op quantizers
+  leave float (some then share the Linear's qparams across it: ``input_observer: upstream``).
 
 The quantizer then runs exactly as ``prepare_pt2e`` runs it (conv/linear-bn folding,
 ``transform_for_annotation``, ``annotate``), and each branch's annotations are written down
@@ -30,7 +32,7 @@ from backend_spec._torch import BackendPatternConfig, quiet, torch
 
 nn = torch.nn
 
-CONTEXTS = ("alone", "pre", "mixed", "post", "pre_post")
+CONTEXTS = ("alone", "pre", "mixed", "post", "pre_post", "gap")
 #: Where a spelling is probed besides its unit: ``pre_post`` because some quantizers annotate an
 #: op only between quantized ops (X86's flatten), where its spellings must be compared too.
 SPELLING_CONTEXTS = ("alone", "pre", "pre_post")
@@ -198,8 +200,9 @@ class Probe(nn.Module):
 
     def __init__(self, model: nn.Module, widths: list[int], out: int, context: str) -> None:
         super().__init__()
-        count = {"pre": len(widths), "pre_post": len(widths), "mixed": 1}.get(context, 0)
-        self.pre = nn.ModuleList(_linear(w) for w in widths[:count])
+        count = {"pre": len(widths), "pre_post": len(widths), "mixed": 1, "gap": len(widths)}
+        made = _gap if context == "gap" else _linear
+        self.pre = nn.ModuleList(made(w) for w in widths[: count.get(context, 0)])
         self.op = copy.deepcopy(model)
         self.post = _linear(out) if context in ("post", "pre_post") else nn.Identity()
 
@@ -213,6 +216,16 @@ class Probe(nn.Module):
 def _linear(width: int) -> nn.Module:
     """A quantizable producer / consumer of a tensor whose last dimension is ``width``."""
     return nn.Linear(width, width) if width > 0 else nn.Identity()
+
+
+class _Abs(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.abs(x)
+
+
+def _gap(width: int) -> nn.Module:
+    """A quantizable producer, then an op quantizers leave float (``abs``)."""
+    return nn.Sequential(nn.Linear(width, width), _Abs()) if width > 0 else nn.Identity()
 
 
 class Suite(nn.Module):
