@@ -116,7 +116,7 @@ def test_misuse_and_bad_specs(tmp_path: Path) -> None:
 # -- version 2 keys: the whole form is compared -------------------------------------------------
 
 V2_BASE = """\
-spec_version: 4
+spec_version: 5
 name: npu
 dtype_configs:
   act:
@@ -133,7 +133,7 @@ patterns:
     dtype_configs: [weighted]
 """
 
-#: One case per key beyond torch's fields (versions 2 to 4): where it goes (a dtype mapping of
+#: One case per key beyond torch's fields (versions 2 to 5): where it goes (a dtype mapping of
 #: ``act``/``weighted``, or the nn.ReLU entry), and two values that differ. Every such key of
 #: the field table must have a case.
 V2_CASES = {
@@ -154,6 +154,9 @@ V2_CASES = {
     "consumers": ("    dtype_configs: [act]", "quantizing", "any"),
     # version 4
     "bias_qspec": ("    dtype_configs: [act]", "derived", "float"),
+    # version 5
+    "input_observer": ("    dtype_configs: [act]", "upstream", "own"),
+    "producers": ("    dtype_configs: [act]", "join", "split"),
 }
 
 

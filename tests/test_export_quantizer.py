@@ -473,6 +473,35 @@ def test_own_quantizer_with_fixed_and_shared_qspecs_round_trips(tmp_path):
     assert _matches(out, odd.odd_quantizer) == []
 
 
+def _odd():
+    sys.path.insert(0, str(FIXTURES))
+    try:
+        import odd
+    finally:
+        sys.path.remove(str(FIXTURES))
+    return odd
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("factory", "written", "version"),
+    [
+        ("inputs_quantizer", "graph_inputs: ", 5),
+        ("upstream_quantizer", "input_observer: upstream", 5),
+        ("join_quantizer", "producers: join", 5),
+        ("fixed_observer_quantizer", "scale_exact_match: 0.00390625", 2),
+    ],
+)
+def test_enn_style_quantizers_export_and_match_unseen_models(tmp_path, factory, written, version):
+    """Each EnnQuantizer habit of odd.py exports to its key (version 5 for the new ones) and
+    the spec matches the quantizer on models the export never saw."""
+    done, out = _export(tmp_path, f"{FIXTURES / 'odd.py'}:{factory}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    text = out.read_text()
+    assert written in text and f"spec_version: {version}\n" in text
+    assert _matches(out, getattr(_odd(), factory)) == []
+
+
 @pytest.mark.slow
 def test_a_quantizer_the_format_cannot_express_is_refused_naming_the_ops(tmp_path):
     done, out = _export(tmp_path, f"{FIXTURES / 'odd.py'}:odd_bias_quantizer")
@@ -640,8 +669,11 @@ def _pythonpath() -> str:
 DELEGATE_REFUSALS = {
     "qnn": "QnnQuantizer observes its int32 bias on its own (MinMaxObserver), quantizes "
     "layer_norm's weight and leaky_relu's slope, and shares cat/chunk groups the spec splits",
-    "samsung": "EnnQuantizer fuses conv + hardtanh only for ReLU6-like bounds, shares add and "
-    "cat inputs, and fixes sigmoid's qparams; group_norm crashes its own calibration (left out)",
+    "samsung": "EnnQuantizer (12 ops left after spec_version 5) fuses conv/linear + hardtanh "
+    "only when min_val == 0, gives softmax an input edge from the nearest quantized op while "
+    "its own stays float, stops sharing add after add or dropout, observes layer_norm's and "
+    "group_norm's weights, and observes sigmoid's input after a float op with the activation "
+    "qspec while its fixed-qparams output (a plain QuantizationSpec) joins a mul's group",
     "arm_tosa": "TOSAQuantizer decomposes ops in transform_for_annotation, which a spec "
     "cannot do (its derived int32 bias is bias_qspec: derived_narrow)",
     "cortex_m": "CortexMQuantizer fails on the cat model by itself and annotates beyond what "

@@ -175,9 +175,17 @@ def describe(backend: BackendConfig | Backend) -> dict[str, dict[str, Any]]:
 
 
 def describe_backend(backend: BackendConfig | Backend) -> dict[str, Any]:
-    """:func:`describe` plus the backend's name and pattern order."""
+    """:func:`describe` plus the backend's name, pattern order and ``graph_inputs``."""
+    if isinstance(backend, BackendConfig):
+        backend = backend_of(backend)
     patterns = describe(backend)
-    return {"name": backend.name, "order": list(patterns), "patterns": patterns}
+    inputs = None if backend.graph_inputs is None else _dtype_config(backend.graph_inputs)
+    return {
+        "name": backend.name,
+        "order": list(patterns),
+        "patterns": patterns,
+        "graph_inputs": inputs,
+    }
 
 
 @dataclass(frozen=True)
@@ -238,6 +246,10 @@ def diff(a: BackendConfig | Backend, b: BackendConfig | Backend) -> list[Differe
         if da["name"] != db["name"]
         else []
     )
+    out += [
+        Difference("changed", "", p, o, n)
+        for p, o, n in _value_diffs(da["graph_inputs"], db["graph_inputs"], "graph_inputs")
+    ]
     pa, pb = da["patterns"], db["patterns"]
     out += [Difference("removed", key) for key in pa if key not in pb]
     out += [Difference("added", key) for key in pb if key not in pa]

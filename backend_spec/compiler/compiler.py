@@ -84,7 +84,7 @@ class Compiled:
         ``origin``; :attr:`backend_config` is ``config`` itself."""
         backend = backend_of(config)
         entries = tuple(replace(entry, origin=origin) for entry in backend)
-        return cls(Backend(backend.name, entries), lifted_from=config)
+        return cls(Backend(backend.name, entries, backend.graph_inputs), lifted_from=config)
 
     @cached_property
     def backend_config(self) -> LoweredBackendConfig:
@@ -391,6 +391,12 @@ class Compiler:
             self.named_dtype_config(("dtype_configs", name), name)
         entries = (self.entry(i, m) for i, m in self.spec.numbered_patterns())
         return [entry for entry in entries if entry is not None]
+
+    def graph_inputs(self) -> Any:
+        """The DTypeConfig ``graph_inputs`` names (version 5), or None (unset, or reported)."""
+        if self.spec.graph_inputs is None:
+            return None
+        return self.named_dtype_config(("graph_inputs",), self.spec.graph_inputs)
 
     def removal_keys(self) -> list[tuple[KeyPath, Any]]:
         keys = []

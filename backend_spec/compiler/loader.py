@@ -224,6 +224,7 @@ def build(
         return Built(doc, None, None, problems)
     compiler = Compiler(doc, spec, resolver)
     entries = compiler.compile_patterns()
+    graph_inputs = compiler.graph_inputs()
     removals = compiler.removal_keys()
     base = _base(doc, spec, _Scope(resolver, root), base_dir, chain, compiler.diagnostics)
     if "remove" in spec.model_fields_set and not spec.extends and not spec.set_aside(("extends",)):
@@ -239,7 +240,9 @@ def build(
     table = {entry.key: entry for entry in base} if base is not None else {}
     _remove(table, removals, doc, spec, problems)
     table.update((entry.key, entry) for entry in entries)
-    result = Compiled(Backend(spec.name, tuple(table.values())), doc=doc, spec=spec)
+    if graph_inputs is None and base is not None:
+        graph_inputs = base.graph_inputs  # inherited, unless the spec names its own
+    result = Compiled(Backend(spec.name, tuple(table.values()), graph_inputs), doc=doc, spec=spec)
     return Built(doc, spec, None if problems else result, problems, compiler.resolved)
 
 

@@ -21,7 +21,7 @@ from backend_spec.export.dtypes import DTypeConfigTable, DTypeDoc
 from backend_spec.export.families import family_of
 from backend_spec.export.functions import Unwritable, function_doc
 from backend_spec.ir import Entry
-from backend_spec.ir.lower import entries_of
+from backend_spec.ir.lower import backend_of, entries_of
 from backend_spec.names.labels import config_label, qualified_name
 from backend_spec.names.naming import object_name, observation_type_name, op_name
 from backend_spec.names.resolver import is_module_class
@@ -46,6 +46,8 @@ class SpecDocument:
     remove: list[Any] = field(default_factory=list)
     spec_version: int = 1
     notes: list[Diagnostic] = field(default_factory=list)
+    #: The dtype config name of ``graph_inputs`` (version 5), if graph inputs are observed.
+    graph_inputs: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The document as the loader reads it (key order as written)."""
@@ -56,6 +58,8 @@ class SpecDocument:
             out["remove"] = self.remove
         if self.dtype_configs:
             out["dtype_configs"] = self.dtype_configs
+        if self.graph_inputs is not None:
+            out["graph_inputs"] = self.graph_inputs
         out["patterns"] = self.patterns
         return out
 
@@ -103,7 +107,8 @@ def required_version(doc: SpecDocument) -> int:
         return max((used(v) for v in node), default=1) if isinstance(node, list) else 1
 
     nested = any(nested_forward_items(entry.get("pattern")) for entry in doc.patterns)
-    return max(2 if nested else 1, used(doc.patterns), used(doc.dtype_configs))
+    backend_keys = since["graph_inputs"] if doc.graph_inputs is not None else 1
+    return max(2 if nested else 1, backend_keys, used(doc.patterns), used(doc.dtype_configs))
 
 
 def _safe_label(config: Any) -> str:
@@ -362,6 +367,9 @@ def build_document(
     if errors:
         raise SpecError(errors)
     doc.notes += diagnostics
+    inputs = backend_of(backend_config).graph_inputs
+    if inputs is not None:
+        doc.graph_inputs = table.name_of(inputs)
     doc.dtype_configs = table.docs
     doc.spec_version = required_version(doc)
     return doc

@@ -91,6 +91,8 @@ def emit_toml(doc: SpecDocument, schema_ref: str = SCHEMA_NAME) -> str:
         lines.append("remove = [")
         lines += [f"    {toml_value(item)}," for item in doc.remove]
         lines.append("]")
+    if doc.graph_inputs is not None:
+        lines.append(f"graph_inputs = {toml_string(doc.graph_inputs)}")
     if not doc.patterns:
         lines.append("patterns = []")
     for name, dtype_config in doc.dtype_configs.items():

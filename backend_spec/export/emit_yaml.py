@@ -124,6 +124,8 @@ def emit_yaml(doc: SpecDocument, schema_ref: str = SCHEMA_NAME) -> str:
     if doc.dtype_configs:
         root["dtype_configs"] = _dtype_configs_node(doc.dtype_configs)
         root.yaml_set_comment_before_after_key("dtype_configs", before="\n")
+    if doc.graph_inputs is not None:
+        root["graph_inputs"] = doc.graph_inputs
     root["patterns"] = _patterns_node(doc)
     root.yaml_set_comment_before_after_key("patterns", before="\n")
 

@@ -72,7 +72,7 @@ class LoweredBackendConfig(_torch.BackendConfig):
             kept[key] if config is self._lowered.get(key) else lift_entry(config, key=key)
             for key, config in self._pattern_complex_format_to_config.items()
         )
-        return Backend(self.name, entries)
+        return Backend(self.name, entries, self._backend.graph_inputs)
 
 
 def lower(backend: Backend) -> LoweredBackendConfig:

@@ -212,10 +212,12 @@ class Entry:
 
 @dataclass(frozen=True)
 class Backend:
-    """A resolved backend: its name and its entries in order, one per pattern key."""
+    """A resolved backend: its name, its entries in order (one per pattern key) and the
+    version 5 ``graph_inputs`` DTypeConfig (None when graph inputs are not observed)."""
 
     name: str
     entries: tuple[Entry, ...] = ()
+    graph_inputs: DTypeConfig | None = None
 
     def __iter__(self) -> Iterator[Entry]:
         return iter(self.entries)

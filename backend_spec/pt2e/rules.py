@@ -155,7 +155,25 @@ class _Compiler:
                 else:
                     self.report.conflicts.append((entry.label, first.label, _chain_text(rule)))
         rules.sort(key=lambda rule: -len(rule.chain))
-        return Table(specs=self.specs, rules=tuple(rules)), self.report
+        table = Table(specs=self.specs, rules=tuple(rules), graph_inputs=self.graph_inputs_spec())
+        return table, self.report
+
+    def graph_inputs_spec(self) -> str | None:
+        """The spec of ``graph_inputs`` (version 5): the activation observer of the QConfig its
+        dtype config makes (what an entry with that config observes its input with)."""
+        dtype_config = self.backend.graph_inputs
+        if dtype_config is None:
+            return None
+        qconfig = qconfigs.qconfig_for(dtype_config)
+        if qconfig is None:
+            return None
+        if self.qat:
+            try:
+                qconfig = qconfigs.qat_qconfig(qconfig, dtype_config)
+            except ValueError:  # no fake-quantize of that kind: graph inputs stay float
+                return None
+        name, dynamic = self.observer_spec(qconfig.activation)
+        return None if dynamic else name
 
     # --- chains -------------------------------------------------------------------------------
 

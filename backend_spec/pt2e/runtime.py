@@ -11,6 +11,7 @@ is plain data::
     {"format": 2,
      "specs": {NAME: {"kind": "observed"|"fixed", "dtype": "uint8", ...,
                       "fake_quant": KIND (QAT tables only: the observer's fake-quantize)}},
+     "graph_inputs": NAME (optional: the spec of every float graph input),
      "rules": [{"label": str, "chain": [[aten target, ...], ...], "where": [...],
                 "groups": [int, ...], "observation": "different"|"share"|"none",
                 "by_num_args": {str(n): observation}, "input": NAME|None,
@@ -96,6 +97,9 @@ _FLOAT_WEIGHT_TARGETS = (
     "aten.instance_norm.default",
 )
 
+#: How far ``input_observer: upstream`` walks back (a bound on a walk along a long chain).
+_MAX_UPSTREAM = 256
+
 #: Names of the fx.Node metadata the matcher reads.
 _STACK, _TORCH_FN = "nn_module_stack", "torch_fn"
 
@@ -170,6 +174,7 @@ class TableQuantizer(Quantizer):
         self._dtypes = {name: data["dtype"] for name, data in typed.specs.items()}
         self._dynamic = {name: bool(data.get("is_dynamic")) for name, data in typed.specs.items()}
         self.rules = typed.rules
+        self.graph_inputs = typed.graph_inputs
         self._by_last: dict[str, list[Rule]] = {}
         for rule in self.rules:
             for target in rule.chain[-1]:
@@ -456,10 +461,25 @@ class _Annotator:
         self.propagated: set[torch.fx.Node] = set()
 
     def run(self, graph: torch.fx.Graph, matches: list[Match]) -> None:
+        self.annotate_graph_inputs(graph)
         for match in matches:
             for node in match.nodes:
                 node.meta["quantization_annotation"] = QuantizationAnnotation(_annotated=True)
             self.annotate(match)
+
+    def annotate_graph_inputs(self, graph: torch.fx.Graph) -> None:
+        """``graph_inputs`` (spec_version 5): every float graph input's output is observed,
+        whatever reads it; an entry quantizing a reader then shares that observer."""
+        name = self.quantizer.graph_inputs
+        if name is None:
+            return
+        for node in graph.nodes:
+            if node.op == "placeholder" and _is_float_tensor(node):
+                node.meta["quantization_annotation"] = QuantizationAnnotation(
+                    output_qspec=self.quantizer.spec(name), _annotated=True
+                )
+                self.observed[node] = self.quantizer.dtype(name)
+                self.quantized.add(node)
 
     def observation(self, match: Match) -> str:
         rule, first = match.rule, match.nodes[0]
@@ -505,6 +525,15 @@ class _Annotator:
         if observation == "share" and not (inputs and _shares_in_graph(inputs[0], in_dtype)):
             observation = "different"
         qspec_map = first.meta["quantization_annotation"].input_qspec_map
+        if observation == "share" and len(inputs) == 1:
+            upstream = self.upstream(rule.policy, inputs[0], inputs)
+            if upstream is not None:
+                # The output joins the nearest observed op's group through an edge from it
+                # (not an argument: the op's own input edge stays unobserved), as
+                # EnnQuantizer's view ops do.
+                qspec_map[upstream] = SharedQuantizationSpec(upstream)
+                self.annotate_output(last, rule, observation, (upstream, first))
+                return
         root = None
         if observation == "share":
             # The group's root is an already observed input if there is one: torchao creates
@@ -520,7 +549,11 @@ class _Annotator:
             inputs = [root, *(arg for arg in inputs if arg is not root)]
         for arg in inputs:
             if root is None:
-                self.annotate_input(qspec_map, arg, rule.input, in_dtype)
+                upstream = self.upstream(rule.policy, arg, inputs)
+                if upstream is None:
+                    self.annotate_input(qspec_map, arg, rule.input, in_dtype)
+                else:
+                    qspec_map[arg] = SharedQuantizationSpec(upstream)
             elif arg is root:
                 # A real spec, as the hand-written quantizers give it: implicit sharing joins
                 # it to an observed root's group; a SharedQuantizationSpec here could close a
@@ -528,13 +561,30 @@ class _Annotator:
                 qspec_map[arg] = self.quantizer.spec(rule.input)
             else:
                 qspec_map[arg] = SharedQuantizationSpec((root, first))
-                self.repoint(arg, rule.input)
+                if rule.policy.producers == "split":
+                    self.repoint(arg, rule.input)
         # After the inputs: prepare_qat_pt2e's conv-bn rewrite reads the map in order (input,
         # weight, bias).
         self.annotate_weights(first, rule, qspec_map)
         if rule.policy.extra_inputs == "quantized":
             self.annotate_extra_inputs(match, rule.input, in_dtype)
         self.annotate_output(last, rule, observation, (root, first))
+
+    def upstream(self, policy: Policy, arg: Any, inputs: list) -> torch.fx.Node | None:
+        """``input_observer: upstream``: for the first input, read from an op whose output is
+        not observed, the nearest observed op up the chain of first arguments (``None``: a
+        graph input or nothing observed that way)."""
+        if policy.input_observer != "upstream" or arg is not inputs[0] or arg in self.observed:
+            return None
+        node = arg
+        for _ in range(_MAX_UPSTREAM):
+            if not isinstance(node, torch.fx.Node) or node.op != "call_function":
+                return None
+            if node in self.observed:
+                return node
+            first = node.args[0] if node.args else None
+            node = first[0] if isinstance(first, (list, tuple)) and first else first
+        return None
 
     def annotate_input(self, qspec_map: dict, arg: Any, name: str, dtype: str | None) -> None:
         if dtype is not None and self.observed.get(arg) == dtype:
@@ -560,7 +610,7 @@ class _Annotator:
         annotation = last.meta["quantization_annotation"]
         if observation == "share":
             annotation.output_qspec = SharedQuantizationSpec(shared_edge)
-            if rule.policy.quantize != "always":
+            if rule.policy.quantize != "always" or rule.policy.producers == "join":
                 self.propagated.add(last)
         else:
             annotation.output_qspec = self.quantizer.spec(rule.output)

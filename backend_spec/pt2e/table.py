@@ -42,6 +42,17 @@ class Policy:
       op's bias is quantized to int32 with scale = input scale x weight scale and zero point 0
       (per channel when the weight is), as integer kernels add it; ``derived`` uses int32's
       full range, ``derived_narrow`` drops its lowest value (symmetric, as TOSA's).
+    * ``input_observer``: ``own``, or (spec_version 5) ``upstream``: when the first op's first
+      activation input comes from an op whose output is not observed, that edge shares the
+      observer of the nearest observed op up the chain of first arguments (through the ops
+      no rule observes), as EnnQuantizer's conv and linear do; a graph input or nothing
+      observed upstream: the input's own observer. A ``share`` rule with one input joins
+      that op's group with its output instead, through an edge from it (its own input edge
+      stays unobserved), as EnnQuantizer's view ops do.
+    * ``producers``: ``split`` (FX: a ``share`` rule takes over the output observers of the
+      producers of its other inputs, splitting them from their own input groups), or
+      (spec_version 5) ``join``: the producers keep their groups and torchao unites them all
+      (what a hand-written quantizer's ``SharedQuantizationSpec`` on those edges does).
     """
 
     quantize: str = "always"
@@ -52,6 +63,8 @@ class Policy:
     scalars: str = "keep"
     consumers: str = "any"
     bias_qspec: str = "float"
+    input_observer: str = "own"
+    producers: str = "split"
 
 
 #: Every policy key with its allowed values, the default first (the spec format's source too).
@@ -64,6 +77,8 @@ POLICY_VALUES: dict[str, tuple[str, ...]] = {
     "scalars": ("keep", "tensor"),
     "consumers": ("any", "quantizing"),
     "bias_qspec": ("float", "derived", "derived_narrow"),
+    "input_observer": ("own", "upstream"),
+    "producers": ("split", "join"),
 }
 
 
@@ -128,18 +143,24 @@ def rule_key(chain: Sequence[Sequence[str]], where: Sequence[Any]) -> tuple:
 
 @dataclass(frozen=True)
 class Table:
-    """Specs (name -> plain spec data) and rules, longest chain first, then spec order."""
+    """Specs (name -> plain spec data), rules (longest chain first, then spec order) and the
+    spec of the graph inputs, if they are observed for their own sake."""
 
     specs: dict[str, dict[str, Any]]
     rules: tuple[Rule, ...]
     format: int = TABLE_FORMAT
+    #: The spec every float graph input's output gets (spec_version 5 ``graph_inputs``).
+    graph_inputs: str | None = None
 
     def to_data(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "format": self.format,
             "specs": self.specs,
             "rules": [rule.to_data() for rule in self.rules],
         }
+        if self.graph_inputs is not None:
+            data["graph_inputs"] = self.graph_inputs
+        return data
 
     @classmethod
     def from_data(cls, data: dict[str, Any]) -> Table:
@@ -149,4 +170,4 @@ class Table:
                 "recompile the spec"
             )
         rules = tuple(Rule.from_data(rule) for rule in data["rules"])
-        return cls(specs=data["specs"], rules=rules)
+        return cls(specs=data["specs"], rules=rules, graph_inputs=data.get("graph_inputs"))

@@ -199,7 +199,8 @@ OBSERVER_FIELDS: tuple[str, ...] = (
 )
 
 #: The pt2e keys of a pattern entry (no torch field): ``aten`` and ``quantize`` (version 2),
-#: then the version 3 policy keys, then the version 4 ``bias_qspec``.
+#: then the version 3 policy keys, then the version 4 ``bias_qspec``, then the version 5
+#: ``input_observer`` and ``producers``.
 PT2E_PATTERN_FIELDS: tuple[str, ...] = (
     "aten",
     "quantize",
@@ -210,7 +211,13 @@ PT2E_PATTERN_FIELDS: tuple[str, ...] = (
     "scalars",
     "consumers",
     "bias_qspec",
+    "input_observer",
+    "producers",
 )
+
+#: The pt2e keys of the whole spec (no torch field; version 5): ``graph_inputs``, the dtype
+#: config whose activation observer every float graph input (placeholder) gets.
+PT2E_BACKEND_FIELDS: tuple[str, ...] = ("graph_inputs",)
 
 #: Every key of a dtype mapping after ``dtype``: torch's constraints, then the observer keys.
 DTYPE_MAPPING_FIELDS: tuple[str, ...] = CONSTRAINT_FIELDS + OBSERVER_FIELDS

@@ -43,6 +43,7 @@ from backend_spec.specfile.fields import (
 _V2 = {"x-since": 2}
 _V3 = {"x-since": 3}
 _V4 = {"x-since": 4}
+_V5 = {"x-since": 5}
 
 OBSERVATION_TYPES = (
     "output_use_different_observer_as_input",
@@ -601,6 +602,23 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
         "(TOSA's symmetric range).",
         json_schema_extra=_V4,
     )
+    input_observer: Literal["own", "upstream"] | None = Field(
+        None,
+        description="pt2e (version 5): the first input's own observer (default), or upstream: "
+        "read from an op whose output is not observed, it shares the observer of the nearest "
+        "observed op up the chain of first arguments (EnnQuantizer's conv and linear); an "
+        "output_share_observer_with_input entry with one input joins that op's group with its "
+        "output instead, its input left unobserved (EnnQuantizer's view ops).",
+        json_schema_extra=_V5,
+    )
+    producers: Literal["split", "join"] | None = Field(
+        None,
+        description="pt2e (version 5), for output_share_observer_with_input entries: split "
+        "(default, FX: the producers of the other inputs lose their own observer groups) or "
+        "join: they keep them and all are united into one (torchao's SharedQuantizationSpec, "
+        "as hand-written quantizers' cat and add).",
+        json_schema_extra=_V5,
+    )
 
     @model_validator(mode="after")
     def _one_pattern(self) -> PatternModel:
@@ -651,10 +669,10 @@ class SpecModel(_Strict):
         json_schema_extra={"patternProperties": {"^x-": {}}},
     )
 
-    spec_version: Literal[1, 2, 3, 4] = Field(
+    spec_version: Literal[1, 2, 3, 4, 5] = Field(
         1,
-        description="The format version: 1 (default), 2, 3 or 4 for the keys marked x-since "
-        "2 / 3 / 4.",
+        description="The format version: 1 (default), 2, 3, 4 or 5 for the keys marked x-since "
+        "2 / 3 / 4 / 5.",
     )
 
     @field_validator("spec_version", mode="before")
@@ -680,6 +698,15 @@ class SpecModel(_Strict):
     )
     patterns: list[PatternModel] = Field(
         default_factory=list, description="BackendPatternConfigs, in order."
+    )
+    graph_inputs: str | None = Field(
+        None,
+        min_length=1,
+        description="pt2e (version 5): the name of a top-level dtype config whose activation "
+        "observer every float graph input (model input) gets, whether or not an entry "
+        "quantizes its consumers (executorch's EnnQuantizer); absent: graph inputs are "
+        "observed only where an entry quantizes the op that reads them.",
+        json_schema_extra=_V5,
     )
 
     # Error recovery (set by spec.validate): the entries that validated keep their index in

@@ -36,7 +36,7 @@ from backend_spec.files import cache_folder, write_atomic
 __all__ = ["QuantizerExport", "export_quantizer", "is_quantizer", "quantizer_factory"]
 
 #: Bumped whenever the probe suite changes (old cache entries are then never read).
-PROBE_FORMAT = 3
+PROBE_FORMAT = 4
 
 
 @dataclass
@@ -123,7 +123,7 @@ def export_quantizer(
         if original.error:
             raise ValueError(f"the quantizer fails on the probe suite: {original.error}")
     probed = probe.by_context(recorder.snapshot, branches)
-    inferred = infer(probed, unit_names, name)
+    inferred = infer(probed, unit_names, name, recorder.graph_inputs)
     inferred.gaps += rewrite_gaps(recorder.rewritten)
     text = dump(inferred.backend_config, fmt, name=name)
     result = QuantizerExport(text, inferred)

@@ -18,6 +18,7 @@ shows whether it matters on real models. Nothing here decides whether to write t
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -83,9 +84,17 @@ class Inferred:
     gaps: list[Gap] = field(default_factory=list)
 
 
-def infer(probed: dict[str, Any], unit_names: dict[str, tuple[str, ...]], name: str) -> Inferred:
-    """A BackendConfig from :func:`.probe.probe`'s results (``unit_names``: key -> op names)."""
+def infer(
+    probed: dict[str, Any],
+    unit_names: dict[str, tuple[str, ...]],
+    name: str,
+    graph_inputs: Sequence[dict[str, Any] | None] = (),
+) -> Inferred:
+    """A BackendConfig from :func:`.probe.probe`'s results (``unit_names``: key -> op names;
+    ``graph_inputs``: the output qspec the quantizer gave each float graph input)."""
     builder = _Builder(name, _common_activation(probed))
+    builder.graph_inputs(list(graph_inputs))
+    builder.upstream = _upstream_readers(probed)
     fusions = []
     spellings: dict[str, list[str]] = {}
     for key, names in unit_names.items():
@@ -114,6 +123,10 @@ class _Builder:
         self.seen_chains: set[str] = set()
         #: ATen op -> the behaviour of its own entry (for deciding whether a chain is a fusion).
         self.single_output: dict[str, Any] = {}
+        #: First ops whose input shares the observer of the nearest observed op upstream.
+        self.upstream: set[str] = set()
+        #: The dtype config every float graph input is observed with (version 5), if any.
+        self.graph_inputs_config: DTypeConfig | None = None
 
     def result(self) -> Inferred:
         """The entries, longer chains first (readable; the pt2e runtime sorts them anyway)."""
@@ -123,7 +136,8 @@ class _Builder:
             chosen = self.named(config, label, by_pattern, table)
             if chosen is not None:
                 by_pattern[chosen.pattern] = table[chosen.key] = chosen
-        self.inferred.backend_config = lower(Backend(self.name, tuple(table.values())))
+        entries = tuple(table.values())
+        self.inferred.backend_config = lower(Backend(self.name, entries, self.graph_inputs_config))
         return self.inferred
 
     def named(
@@ -148,10 +162,24 @@ class _Builder:
             return None
         for name in candidates:
             pattern = _resolve(name)
-            if pattern not in by_pattern and not _traces(pattern):
+            if pattern not in by_pattern and _traces_to(pattern) in (None, label):
                 return _renamed(config, pattern)
         self.gap(label, "no op name writes it without another op the quantizer treats otherwise")
         return None
+
+    def graph_inputs(self, qspecs: list[dict[str, Any] | None]) -> None:
+        """``graph_inputs`` (version 5) when the quantizer observes every float graph input
+        with one qspec of its own; some observed and some not is a gap."""
+        observed = [q for q in qspecs if q is not None]
+        if not observed:
+            return
+        label = "graph inputs"
+        kinds = {json.dumps(q, sort_keys=True) for q in observed}
+        if len(observed) != len(qspecs) or len(kinds) != 1 or observed[0]["kind"] != "observed":
+            self.gap(label, "the quantizer observes some graph inputs, or not all alike")
+            return
+        mapping = self.mapping(label, "graph input", observed[0])
+        self.graph_inputs_config = _dtype_config(mapping, mapping, DTypeMapping(), None)
 
     # --- units --------------------------------------------------------------------------------
 
@@ -224,7 +252,7 @@ class _Builder:
         act = first["inputs"].get(act_position) if act_position is not None else None
         weight = _param_qspec(first, "1")
         bias = _param_qspec(first, "2")
-        output = last["output"]
+        output = _fixed_observer(last["output"])
         observation = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
         if act is not None and act.get("kind") == "shared" and self.common is not None:
             act = self.common  # the producer's own qspec, as the spec's runtime reuses it
@@ -263,6 +291,15 @@ class _Builder:
                 self.gap(label, f"input {position} has another qspec than input {act_position}")
         if weight is not None and bias is not None:
             policy["bias_qspec"] = self.bias(label, bias, act_position)
+        if len(targets) == 1 and targets[0] in self.upstream:
+            policy["input_observer"] = "upstream"
+        if (
+            observation == ObservationType.OUTPUT_SHARE_OBSERVER_WITH_INPUT
+            and policy.get("quantize", "always") == "always"
+        ):
+            # The quantizer's SharedQuantizationSpec edges: torchao unites the producers'
+            # groups with this one (FX's split applies to the spec's own runtime only).
+            policy["producers"] = "join"
         dtype_config = _dtype_config(
             input_dtype,
             output_dtype,
@@ -471,6 +508,33 @@ def _common_activation(probed: dict[str, Any]) -> dict[str, Any] | None:
     return json.loads(max(counts, key=counts.__getitem__)) if counts else None
 
 
+def _upstream_readers(probed: dict[str, Any]) -> set[str]:
+    """The single ops whose input shares an observer further up (``input_observer:
+    upstream``): in the ``gap`` probes (a quantized producer, then ``abs`` left float), the
+    op's input or output shares a qspec elsewhere in the graph (the producer's)."""
+    found = set()
+    for unit in (probed.get("gap") or {}).values():
+        ops = unit.get("ops", [])
+        if len(ops) != 1:
+            continue
+        qspecs = [*ops[0]["inputs"].values(), ops[0]["output"]]
+        if any(q == {"kind": "shared", "with": "other"} for q in qspecs):
+            found.add(ops[0]["target"])
+    return found
+
+
+def _fixed_observer(qspec: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A ``QuantizationSpec`` whose constructor is a ``FixedQParamsObserver`` (EnnQuantizer's
+    sigmoid) as the fixed qspec it amounts to: prepare observes with the same observer."""
+    if qspec is None or qspec.get("observer") != "FixedQParamsObserver":
+        return qspec
+    kwargs = qspec.get("kwargs") or {}
+    if "scale" not in kwargs or "zero_point" not in kwargs:
+        return qspec
+    fixed = {key: qspec[key] for key in ("dtype", "quant_min", "quant_max", "qscheme")}
+    return {"kind": "fixed", **fixed, "scale": kwargs["scale"], "zero_point": kwargs["zero_point"]}
+
+
 def _param_qspec(node: dict[str, Any], position: str) -> dict[str, Any] | None:
     if node["kinds"].get(position) != "param":
         return None
@@ -512,11 +576,15 @@ def _merged(known: Entry, other: Entry) -> Entry | None:
     return replace(known, aten=(merged,))
 
 
-def _traces(pattern: Any) -> bool:
-    """Whether torch.export traces ``pattern`` to ops of its own (an entry matches them too)."""
+def _traces_to(pattern: Any) -> str | None:
+    """The ATen op torch.export traces ``pattern`` to (an entry matches it too): ``None`` when
+    it traces to none, ``"..."`` when to a chain of several ops."""
     from backend_spec.pt2e.aten import describe_op
 
-    return "chain" in describe_op(pattern)
+    chain = describe_op(pattern).get("chain")
+    if not chain:
+        return None
+    return chain[0][0] if len(chain) == 1 else "..."
 
 
 def _renamed(config: Entry, pattern: Any) -> Entry:

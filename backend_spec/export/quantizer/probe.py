@@ -10,7 +10,9 @@ may depend on:
 - ``pre``: each float input comes from an ``nn.Linear`` (a producer quantizers quantize);
 - ``mixed``: only the first input comes from a Linear, the others are board inputs;
 - ``post``: the result feeds an ``nn.Linear``;
-- ``pre_post``: both.
+- ``pre_post``: both;
+- ``gap``: each float input comes from an ``nn.Linear`` through ``abs``, an op quantizers
+  leave float (some then share the Linear's qparams across it: ``input_observer: upstream``).
 
 The quantizer then runs exactly as ``prepare_pt2e`` runs it (conv/linear-bn folding,
 ``transform_for_annotation``, ``annotate``), and each branch's annotations are written down
@@ -30,7 +32,7 @@ from backend_spec._torch import BackendPatternConfig, quiet, torch
 
 nn = torch.nn
 
-CONTEXTS = ("alone", "pre", "mixed", "post", "pre_post")
+CONTEXTS = ("alone", "pre", "mixed", "post", "pre_post", "gap")
 #: Where a spelling is probed besides its unit: ``pre_post`` because some quantizers annotate an
 #: op only between quantized ops (X86's flatten), where its spellings must be compared too.
 SPELLING_CONTEXTS = ("alone", "pre", "pre_post")
@@ -81,6 +83,24 @@ EXTRA_UNITS: tuple[tuple[str, tuple[str, ...], Any, tuple[int, ...]], ...] = (
     ("aten.mean.default", ("torch.mean",), torch.mean, (2, 8, 4, 4)),
     ("aten.clone.default", ("torch.clone",), torch.clone, (2, 8, 4, 4)),
     ("aten.expand.default", ("method:expand",), lambda x: x.expand(2, 8, 4, 4), (2, 1, 4, 4)),
+    # Ops outside the built-in backends that delegates annotate (EnnQuantizer): without a
+    # probe, a spec would leave them float where the quantizer observes them.
+    ("aten.gelu.default", ("F.gelu",), torch.nn.functional.gelu, (2, 8, 4, 4)),
+    ("aten.sin.default", ("torch.sin",), torch.sin, (2, 8, 4, 4)),
+    ("aten.cos.default", ("torch.cos",), torch.cos, (2, 8, 4, 4)),
+    ("aten.ceil.default", ("torch.ceil",), torch.ceil, (2, 8, 4, 4)),
+    ("aten.pow.Tensor_Scalar", ("torch.pow",), lambda x: x**2, (2, 8, 4, 4)),
+    (
+        "aten.log_softmax.int",
+        ("F.log_softmax",),
+        lambda x: torch.nn.functional.log_softmax(x, 1),
+        (2, 8, 4, 4),
+    ),
+    ("aten.pad.default", ("F.pad",), lambda x: torch.nn.functional.pad(x, (1, 1)), (2, 8, 4, 4)),
+    ("aten.sum.dim_IntList", ("torch.sum",), lambda x: x.sum(1), (2, 8, 4, 4)),
+    ("aten.div.Tensor", ("torch.div",), lambda x: torch.div(x, x), (2, 8, 4, 4)),
+    ("aten.bmm.default", ("torch.bmm",), lambda x: torch.bmm(x, x), (4, 4, 4)),
+    ("aten.rsub.Scalar", ("torch.rsub",), lambda x: 1 - x, (2, 8, 4, 4)),
 )
 
 #: Ops of the table that are not worth a branch: they vanish or only move memory in place, or
@@ -180,8 +200,9 @@ class Probe(nn.Module):
 
     def __init__(self, model: nn.Module, widths: list[int], out: int, context: str) -> None:
         super().__init__()
-        count = {"pre": len(widths), "pre_post": len(widths), "mixed": 1}.get(context, 0)
-        self.pre = nn.ModuleList(_linear(w) for w in widths[:count])
+        count = {"pre": len(widths), "pre_post": len(widths), "mixed": 1, "gap": len(widths)}
+        made = _gap if context == "gap" else _linear
+        self.pre = nn.ModuleList(made(w) for w in widths[: count.get(context, 0)])
         self.op = copy.deepcopy(model)
         self.post = _linear(out) if context in ("post", "pre_post") else nn.Identity()
 
@@ -195,6 +216,16 @@ class Probe(nn.Module):
 def _linear(width: int) -> nn.Module:
     """A quantizable producer / consumer of a tensor whose last dimension is ``width``."""
     return nn.Linear(width, width) if width > 0 else nn.Identity()
+
+
+class _Abs(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.abs(x)
+
+
+def _gap(width: int) -> nn.Module:
+    """A quantizable producer, then an op quantizers leave float (``abs``)."""
+    return nn.Sequential(nn.Linear(width, width), _Abs()) if width > 0 else nn.Identity()
 
 
 class Suite(nn.Module):
@@ -388,6 +419,8 @@ def recording(quantizer: Any) -> Any:
             self.snapshot: dict[int, dict[str, Any]] = {}
             #: ATen op -> (nodes before, nodes after) where the transform changed the count.
             self.rewritten: dict[str, tuple[int, int]] = {}
+            #: The output qspec of each float graph input (None: not annotated).
+            self.graph_inputs: list[dict[str, Any] | None] = []
 
         def transform_for_annotation(self, model: Any) -> Any:
             before = op_counts(model.graph)
@@ -403,6 +436,7 @@ def recording(quantizer: Any) -> Any:
         def annotate(self, model: Any) -> Any:
             result = quantizer.annotate(model)
             self.snapshot = read_annotations(model)
+            self.graph_inputs = read_graph_inputs(model)
             return result
 
         def validate(self, model: Any) -> None:
@@ -421,6 +455,20 @@ def op_counts(graph: Any) -> dict[str, int]:
         if node.op == "call_function":
             counts[str(node.target)] = counts.get(str(node.target), 0) + 1
     return counts
+
+
+def read_graph_inputs(graph_module: Any) -> list[dict[str, Any] | None]:
+    """The output qspec a quantizer gave each float graph input (placeholder), as data."""
+    found = []
+    for node in graph_module.graph.nodes:
+        value = node.meta.get("val")
+        if node.op != "placeholder" or not isinstance(value, torch.Tensor):
+            continue
+        if value.is_floating_point():
+            annotation = node.meta.get("quantization_annotation")
+            qspec = None if annotation is None else annotation.output_qspec
+            found.append(describe_qspec(qspec, node, {}))
+    return found
 
 
 def read_annotations(graph_module: Any) -> dict[int, dict[str, Any]]:

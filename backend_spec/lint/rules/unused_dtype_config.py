@@ -7,6 +7,8 @@ dtype_configs:
   spare: {input_dtype: qint8, output_dtype: qint8}   # BS507
 ```
 
+A config named by `graph_inputs` (version 5) is used.
+
 **Fix.** Use it or remove it. Keep shared snippets under an `x-` top-level key instead.
 """
 
@@ -32,6 +34,8 @@ def check(context: LintContext) -> Iterator[Problem]:
         for ref in entry["dtype_configs"]
         if isinstance(ref, str)
     }
+    if isinstance(data.get("graph_inputs"), str):  # version 5: the graph inputs' config
+        used.add(data["graph_inputs"])
     defined = data.get("dtype_configs") if isinstance(data.get("dtype_configs"), dict) else {}
     for name in defined:
         if isinstance(name, str) and name not in used:
