@@ -20,7 +20,6 @@ from typing import Any
 from backend_spec import codes
 from backend_spec.lint.context import LintContext, Problem
 from backend_spec.names.labels import config_label, object_label
-from backend_spec.names.resolver import Kind
 
 CODE = codes.REMOVE_LEAVES_SIBLINGS
 
@@ -60,7 +59,7 @@ def check(context: LintContext) -> Iterator[Problem]:
     for i, ref in enumerate(context.spec.remove):
         if not isinstance(ref, str):
             continue
-        removed = context.lookup(ref, Kind.OP)
+        removed = context.name("remove", i)
         if removed is None:
             continue
         left = _siblings(removed, configs)
