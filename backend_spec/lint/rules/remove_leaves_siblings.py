@@ -53,8 +53,8 @@ def _siblings(removed: Any, configs: list[Any]) -> list[str]:
 
 
 def check(context: LintContext) -> Iterator[Problem]:
-    if context.backend_config is None:
-        return
+    if not context.spec.remove or context.backend_config is None:
+        return  # (a config is lowered only for a file that removes something)
     configs = list(context.backend_config.configs)
     for i, ref in enumerate(context.spec.remove):
         if not isinstance(ref, str):
