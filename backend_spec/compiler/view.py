@@ -55,9 +55,9 @@ class PatternEntry:
     resolved: Resolved | None = field(default=None, repr=False)
 
     def name(self, *path: str | int) -> Any:
-        """The object the compiler resolved the name at ``path`` (inside the entry: ``
-        "root_module"``, ``"fuser_method", "sequential"``) to; None when it is not set or
-        did not resolve."""
+        """The object the compiler resolved the name at ``path`` inside the entry to
+        (``entry.name("fuser_method", "sequential")``); None when it is not set or did not
+        resolve."""
         return self.resolved.name(*path) if self.resolved is not None else None
 
     @property
