@@ -331,10 +331,11 @@ def test_qat_class_outside_the_root_hierarchy_with_its_own_conversions_passes(
     assert [(d.code, d.line) for d in found] == [("BS506", 8)], found
 
 
-#: A spec naming something in every kind of name field: pattern (flat, nested, complex),
-#: module fields, a named fuser and {sequential: X}, getters, and remove. Each name is
-#: written once, but nni.ConvReLU1d twice (fused_module and the fuser's class).
+#: A spec naming something in every kind of name field: pattern (flat and complex format),
+#: module fields, a named fuser, {sequential: X} and a factory call, getters, and remove.
+#: _NAMES_WRITTEN lists each name as often as the spec writes it.
 _EVERY_NAME_FIELD = """\
+spec_version: 2
 name: s
 extends: fbgemm
 remove: [nn.ConvTranspose1d]
@@ -352,18 +353,23 @@ patterns:
   - pattern_complex_format: [nn.ReLU6, [nn.BatchNorm2d, nn.Conv2d]]
     root_node_getter: _conv_bn_add_root_node_getter_left
     extra_inputs_getter: _conv_bn_add_extra_inputs_getter_left
+  - pattern: [nn.Conv3d, nn.ReLU]
+    fuser_method:
+      call: torch.ao.quantization.fuser_method_mappings._sequential_wrapper2
+      args: [nni.ConvReLU3d]
 """
 _NAMES_WRITTEN = """nn.ConvTranspose1d nn.Hardswish nn.Conv1d nn.ReLU nni.ConvReLU1d nni.ConvReLU1d
 nni.LinearReLU nn.Linear nniqat.LinearReLU nnqr.Linear nn.Conv3d nn.BatchNorm3d
 torch.ao.quantization.fuser_method_mappings.fuse_conv_bn nn.ReLU6 nn.BatchNorm2d nn.Conv2d
-_conv_bn_add_root_node_getter_left _conv_bn_add_extra_inputs_getter_left"""
+_conv_bn_add_root_node_getter_left _conv_bn_add_extra_inputs_getter_left nn.Conv3d nn.ReLU
+torch.ao.quantization.fuser_method_mappings._sequential_wrapper2 nni.ConvReLU3d"""
 
 
 @pytest.mark.parametrize(
     ("extra", "expected"),
     [
-        ("", [("BS515", 3)]),  # compiles: the rules that read remove's name run too
-        ("  - pattern: nn.NoSuchModule\n", [("BS502", 7), ("BS300", 18)]),  # does not compile
+        ("", [("BS515", 4)]),  # compiles: the rules that read remove's name run too
+        ("  - pattern: nn.NoSuchModule\n", [("BS502", 8), ("BS300", 23)]),  # does not compile
     ],
     ids=["compiles", "fails"],
 )
