@@ -683,13 +683,18 @@ def _placeholder(dtype: torch.dtype):
 
 
 def pattern_ops(config: BackendPatternConfig) -> list[Any]:
-    """The ops of a pattern in forward order (module classes, functions or method names).
+    """The ops of a pattern config in forward order (see :func:`forward_ops`)."""
+    return forward_ops(config.pattern, config._pattern_complex_format)
+
+
+def forward_ops(pattern: Any, complex_format: Any = None) -> list[Any]:
+    """The ops of a pattern in forward order (module classes, functions or method names),
+    from its ``pattern`` or else its legacy ``complex_format``.
 
     The legacy complex format is reversed and nested; its ``MatchAllNode`` placeholders and
     integer argument literals are not ops and are left out.
     """
-    if config.pattern is not None:
-        pattern = config.pattern
+    if pattern is not None:
         return list(pattern) if isinstance(pattern, tuple) else [pattern]
     ops: list[Any] = []
 
@@ -700,7 +705,7 @@ def pattern_ops(config: BackendPatternConfig) -> list[Any]:
         elif node is not MatchAllNode and not (isinstance(node, int) and type(node) is not bool):
             ops.append(node)
 
-    walk(config._pattern_complex_format)
+    walk(complex_format)
     return list(reversed(ops))
 
 

@@ -11,7 +11,8 @@ applied by the loader; the torch ``BackendConfig`` is lowered from the result
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -108,17 +109,34 @@ class Resolved:
 
     ``ops`` is the forward-order tuple of a flat ``pattern`` (None for a complex-format or
     nested one, or when a name did not resolve); ``key`` the key torch stores the entry under
-    (None when a name did not resolve); ``diagnostics`` the entry's own problems."""
+    (None when a name did not resolve); ``diagnostics`` the entry's own problems; ``names``
+    every name of the entry the compiler resolved, by its key path inside the entry
+    (``("root_module",)``, ``("fuser_method", "sequential")``, ``("pattern", 0)``): the object,
+    or the :class:`NameProblem` it was reported as. A check reads a field's object here, so
+    no name is resolved twice."""
 
     index: int
     ops: tuple[Any, ...] | None
     key: Any
     diagnostics: tuple[Diagnostic, ...] = ()
+    names: Mapping[KeyPath, Any] = field(default_factory=dict, hash=False)
+
+    def name(self, *path: str | int) -> Any:
+        """The object the name at ``path`` (inside the entry) resolved to; None when it is
+        not set or did not resolve (its problem is reported already)."""
+        return usable(self.names.get(path))
+
+
+def usable(resolution: Any) -> Any:
+    """A recorded resolution's object, None for a problem."""
+    return None if isinstance(resolution, NameProblem) else resolution
 
 
 class Compiler:
-    """Compiles one validated spec; problems accumulate in ``self.diagnostics``, and each
-    pattern entry's resolution in ``self.resolved`` (by index)."""
+    """Compiles one validated spec; problems accumulate in ``self.diagnostics``, each
+    pattern entry's resolution in ``self.resolved`` (by index), and the names resolved
+    outside pattern entries (``remove``) in ``self.names`` (key path -> object, or its
+    :class:`NameProblem`)."""
 
     def __init__(self, doc: SourceDoc, spec: SpecModel, resolver: Resolver):
         self.doc = doc
@@ -126,19 +144,26 @@ class Compiler:
         self.resolver = resolver
         self.diagnostics: list[Diagnostic] = []
         self.resolved: dict[int, Resolved] = {}
+        self.names: dict[KeyPath, Any] = {}
+        #: Where :meth:`name` records: :attr:`names`, or the entry being compiled's own.
+        self._record = self.names
         self._named_dtype_configs: dict[str, DTypeConfig | None] = {}
 
     def problem(self, path: KeyPath, code: str, message: str, hint: str | None = None) -> None:
         self.diagnostics.append(self.doc.diagnostic(path, code, message, hint))
 
     def name(self, path: KeyPath, name: str, kind: Kind) -> Any:
-        """Resolve ``name`` at ``path``; None (with a diagnostic) when it cannot be used."""
+        """Resolve ``name`` at ``path`` (recorded in :attr:`names`); None (with a diagnostic)
+        when it cannot be used."""
         try:
-            field = next((p for p in reversed(path) if isinstance(p, str)), "")
-            return self.resolver.resolve(name, kind, f"'{field}'" if field else "this field")
+            key = next((p for p in reversed(path) if isinstance(p, str)), "")
+            obj = self.resolver.resolve(name, kind, f"'{key}'" if key else "this field")
         except NameProblem as problem:
+            self._record[path] = problem
             self.problem(path, problem.code, problem.message, problem.hint)
             return None
+        self._record[path] = obj
+        return obj
 
     # -- dtype configs ----------------------------------------------------------------------
 
@@ -271,10 +296,13 @@ class Compiler:
         """A factory argument: a name -> its object, a list -> a tuple, a form -> a function."""
         if isinstance(value, str):
             try:
-                return self.resolver.factory_argument(value)
+                obj = self.resolver.factory_argument(value)
             except NameProblem as problem:
+                self._record[path] = problem
                 self.problem(path, problem.code, problem.message, problem.hint)
                 return _MISSING
+            self._record[path] = obj
+            return obj
         if isinstance(value, LiteralArg):
             return value.literal
         if isinstance(value, list):
@@ -299,20 +327,19 @@ class Compiler:
         path: KeyPath = ("patterns", index)
         arity = _arity(model)
         first = len(self.diagnostics)
-        values: dict[str, Any] = {}
-        for spec in PATTERN_FIELDS:
-            value = getattr(model, spec.key)
-            if value is None or (spec.kind not in PATTERN_KINDS and not value):
-                continue  # unset: torch's default stays
-            obj = self.field_value((*path, spec.key), spec.kind, value, arity)
-            if obj is not None and not _has_none(obj):
-                values[spec.key] = obj
+        names: dict[KeyPath, Any] = {}
+        self._record = names
+        try:
+            values = self.field_values(path, model, arity)
+        finally:
+            self._record = self.names
         self.prove_fuser(path, values, named=isinstance(model.fuser_method, str))
         pattern, complex_format = values.get("pattern"), values.get("pattern_complex_format")
         unresolved = pattern is None and complex_format is None
         key = None if unresolved else key_of(pattern, complex_format)
         own = tuple(self.diagnostics[first:])
-        self.resolved[index] = Resolved(index, flat_ops(pattern), key, own)
+        own_names = {p[len(path) :]: v for p, v in names.items()}
+        self.resolved[index] = Resolved(index, flat_ops(pattern), key, own, own_names)
         if key is None:
             return None  # its problem is reported already
         defaults = torch_defaults()
@@ -331,6 +358,18 @@ class Compiler:
         policy = tuple((k, getattr(model, k)) for k in POLICY_KEYS if getattr(model, k) is not None)
         origin = Origin(self.doc.file, self.doc.where(path)[0])
         return Entry(key, origin, fields, aten, policy)
+
+    def field_values(self, path: KeyPath, model: PatternModel, arity: int) -> dict[str, Any]:
+        """The torch value of each field the entry sets and that resolved."""
+        values: dict[str, Any] = {}
+        for spec in PATTERN_FIELDS:
+            value = getattr(model, spec.key)
+            if value is None or (spec.kind not in PATTERN_KINDS and not value):
+                continue  # unset: torch's default stays
+            obj = self.field_value((*path, spec.key), spec.kind, value, arity)
+            if obj is not None and not _has_none(obj):
+                values[spec.key] = obj
+        return values
 
     def prove_fuser(self, path: KeyPath, values: dict[str, Any], named: bool) -> None:
         """Whatever form named it, the fuser must build the declared fused module from float

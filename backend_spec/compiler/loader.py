@@ -32,7 +32,7 @@ from backend_spec.ir.lower import LoweredBackendConfig, lower
 from backend_spec.names.resolver import Resolver
 from backend_spec.names.vocabulary import BUILTIN_BACKENDS, builtin_backend_config
 from backend_spec.specfile.models import SpecModel
-from backend_spec.specfile.source import SourceDoc, format_for, parse, read_text
+from backend_spec.specfile.source import KeyPath, SourceDoc, format_for, parse, read_text
 from backend_spec.specfile.validate import validate
 
 MAX_EXTENDS_DEPTH = 16
@@ -185,7 +185,7 @@ def _compile_doc(
     problems = built.diagnostics
     if built.spec is not None:
         # Checked on every entry that validated: reported with the file's other errors.
-        problems = [*problems, *meaning_errors(view_of(built, scope.resolver))]
+        problems = [*problems, *meaning_errors(view_of(built))]
     if problems:
         raise SpecError(problems)
     assert built.compiled is not None
@@ -202,6 +202,8 @@ class Built:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     #: Each pattern entry's resolution (by index), made once: the checks' view reads it.
     resolved: dict[int, Resolved] = field(default_factory=dict)
+    #: The names resolved outside pattern entries (``remove``): key path -> object or problem.
+    names: dict[KeyPath, Any] = field(default_factory=dict)
 
 
 def build(
@@ -235,7 +237,7 @@ def build(
         )
     problems.extend(compiler.diagnostics)
     if problems:
-        return Built(doc, spec, None, problems, compiler.resolved)
+        return Built(doc, spec, None, problems, compiler.resolved, compiler.names)
     # A dict keeps torch's order: a key set again keeps its place, as in a BackendConfig.
     table = {entry.key: entry for entry in base} if base is not None else {}
     _remove(table, removals, doc, spec, problems)
@@ -243,14 +245,16 @@ def build(
     if graph_inputs is None and base is not None:
         graph_inputs = base.graph_inputs  # inherited, unless the spec names its own
     result = Compiled(Backend(spec.name, tuple(table.values()), graph_inputs), doc=doc, spec=spec)
-    return Built(doc, spec, None if problems else result, problems, compiler.resolved)
+    return Built(
+        doc, spec, None if problems else result, problems, compiler.resolved, compiler.names
+    )
 
 
-def view_of(built: Built, resolver: Resolver, kind: type[_View] = SpecView) -> _View:  # type: ignore[assignment]
+def view_of(built: Built, kind: type[_View] = SpecView) -> _View:  # type: ignore[assignment]
     """The checks' view of a spec that validated (``built.spec`` is set); ``kind`` is the
     view's class (the linter's adds what only rules ask)."""
     assert built.spec is not None
-    return kind(built.doc, built.spec, resolver, built.resolved, built.compiled)
+    return kind(built.doc, built.spec, built.resolved, built.names, built.compiled)
 
 
 def _remove(
