@@ -448,13 +448,9 @@ def _export_factory(folder: Path, source: str):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="pt2e runtime: a consumer of a fixed-qparams output (linear after sigmoid) reuses the "
-    "fixed qparams, while torchao observes the edge again when the consumer's input qspec "
-    "differs from the producer's output qspec; export names aten.linear.default",
-)
 def test_own_quantizer_with_fixed_and_shared_qspecs_round_trips(tmp_path):
+    """A linear after the fixed-qparams sigmoid observes its input again, as torchao does with
+    the quantizer's own qspecs: export writes ``input_sharing: qspec`` (version 5)."""
     sys.path.insert(0, str(FIXTURES))
     try:
         import odd
@@ -470,6 +466,7 @@ def test_own_quantizer_with_fixed_and_shared_qspecs_round_trips(tmp_path):
     assert "verified:" in done.stderr
     text = out.read_text()
     assert "scale_exact_match" in text and "output_share_observer_with_input" in text
+    assert "input_sharing: qspec" in text
     assert _matches(out, odd.odd_quantizer) == []
 
 

@@ -344,3 +344,94 @@ def test_upstream_is_inferred_from_the_gap_probes() -> None:
         }
     }
     assert _upstream_readers(probed) == {"aten.linear.default", "aten.flatten.using_ints"}
+
+
+SHARING_SPEC = """\
+spec_version: {version}
+name: sharing
+{sharing}
+dtype_configs:
+  act:
+    input_dtype: {{dtype: qint8, observer: minmax}}
+    output_dtype: {{dtype: qint8, observer: minmax}}
+  weighted:
+    input_dtype: {{dtype: qint8, observer: minmax}}
+    output_dtype: {{dtype: qint8, observer: minmax}}
+    weight_dtype: {{dtype: qint8, qscheme: symmetric}}
+  fixed:
+    input_dtype: {{dtype: qint8, scale_exact_match: 0.00390625, zero_point_exact_match: -128}}
+    output_dtype: {{dtype: qint8, scale_exact_match: 0.00390625, zero_point_exact_match: -128}}
+patterns:
+  - pattern: F.linear
+    dtype_configs: [weighted]
+  - pattern: torch.sigmoid
+    dtype_configs: [fixed]
+"""
+
+
+def _sharing_spec(tmp_path: Path, sharing: str | None, version: int = 5) -> Path:
+    path = tmp_path / f"sharing-{sharing}-{version}.yaml"
+    line = "" if sharing is None else f"input_sharing: {sharing}"
+    path.write_text(SHARING_SPEC.format(version=version, sharing=line), encoding="utf-8")
+    return path
+
+
+class _LinearSigmoidLinear(torch.nn.Module):
+    """F.linear, sigmoid, F.linear (the spec's entries match the functional spelling)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Parameter(torch.randn(4, 4))
+        self.b = torch.nn.Parameter(torch.randn(2, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        linear = torch.nn.functional.linear
+        return linear(torch.sigmoid(linear(x, self.a)), self.b)
+
+
+def _observers_into_second_linear(spec: Path) -> list[str]:
+    """The observer classes between the sigmoid and the second linear, after prepare_pt2e."""
+    torch.manual_seed(0)
+    model, inputs = _LinearSigmoidLinear().eval(), (torch.randn(2, 4),)
+    exported = torch.export.export(model, inputs).module()
+    prepared = prepare_pt2e(exported, backend_spec.quantizer(spec))
+    linear = [n for n in prepared.graph.nodes if n.target == torch.ops.aten.linear.default][-1]
+    found, node = [], linear.args[0]
+    while node.op == "call_module":
+        found.append(type(getattr(prepared, node.target)).__name__)
+        node = node.args[0]
+    return found
+
+
+@pytest.mark.parametrize(
+    ("sharing", "expected"),
+    [
+        (None, ["FixedQParamsObserver"]),  # FX's rule: the linear reads the fixed qparams
+        ("dtype", ["FixedQParamsObserver"]),
+        ("qspec", ["MinMaxObserver", "FixedQParamsObserver"]),  # observed again, as torchao
+    ],
+)
+def test_input_sharing_decides_whether_an_input_reuses_another_qspec(
+    tmp_path: Path, sharing: str | None, expected: list[str]
+) -> None:
+    assert _observers_into_second_linear(_sharing_spec(tmp_path, sharing)) == expected
+
+
+def test_input_sharing_is_version_5_round_trips_and_is_diffed(tmp_path: Path) -> None:
+    from backend_spec.analysis.compare import diff
+
+    with pytest.raises(SpecError) as error:
+        backend_spec.load(_sharing_spec(tmp_path, "qspec", version=4))
+    assert "BS206" in str(error.value) and "input_sharing" in str(error.value)
+    with pytest.raises(SpecError):
+        backend_spec.load(_sharing_spec(tmp_path, "always"))
+    qspec = backend_spec.load(_sharing_spec(tmp_path, "qspec"))
+    text = backend_spec.dump(qspec, "toml")
+    assert 'input_sharing = "qspec"' in text
+    again = tmp_path / "again.toml"
+    again.write_text(text, encoding="utf-8")
+    assert diff(qspec, backend_spec.load(again)) == []
+    default = backend_spec.load(_sharing_spec(tmp_path, None))
+    changed = diff(default, qspec)
+    assert [(d.field, d.old, d.new) for d in changed] == [("input_sharing", "dtype", "qspec")]
+    assert "input_sharing" not in backend_spec.dump(default)

@@ -175,7 +175,8 @@ def describe(backend: BackendConfig | Backend) -> dict[str, dict[str, Any]]:
 
 
 def describe_backend(backend: BackendConfig | Backend) -> dict[str, Any]:
-    """:func:`describe` plus the backend's name, pattern order and ``graph_inputs``."""
+    """:func:`describe` plus the backend's name, pattern order and the backend-level pt2e keys
+    (``graph_inputs``, ``input_sharing``)."""
     if isinstance(backend, BackendConfig):
         backend = backend_of(backend)
     patterns = describe(backend)
@@ -185,6 +186,7 @@ def describe_backend(backend: BackendConfig | Backend) -> dict[str, Any]:
         "order": list(patterns),
         "patterns": patterns,
         "graph_inputs": inputs,
+        "input_sharing": backend.input_sharing or "dtype",
     }
 
 
@@ -248,7 +250,8 @@ def diff(a: BackendConfig | Backend, b: BackendConfig | Backend) -> list[Differe
     )
     out += [
         Difference("changed", "", p, o, n)
-        for p, o, n in _value_diffs(da["graph_inputs"], db["graph_inputs"], "graph_inputs")
+        for key in ("graph_inputs", "input_sharing")
+        for p, o, n in _value_diffs(da[key], db[key], key)
     ]
     pa, pb = da["patterns"], db["patterns"]
     out += [Difference("removed", key) for key in pa if key not in pb]

@@ -85,7 +85,7 @@ class Compiled:
         ``origin``; :attr:`backend_config` is ``config`` itself."""
         backend = backend_of(config)
         entries = tuple(replace(entry, origin=origin) for entry in backend)
-        return cls(Backend(backend.name, entries, backend.graph_inputs), lifted_from=config)
+        return cls(replace(backend, entries=entries), lifted_from=config)
 
     @cached_property
     def backend_config(self) -> LoweredBackendConfig:

@@ -242,9 +242,12 @@ def build(
     table = {entry.key: entry for entry in base} if base is not None else {}
     _remove(table, removals, doc, spec, problems)
     table.update((entry.key, entry) for entry in entries)
-    if graph_inputs is None and base is not None:
-        graph_inputs = base.graph_inputs  # inherited, unless the spec names its own
-    result = Compiled(Backend(spec.name, tuple(table.values()), graph_inputs), doc=doc, spec=spec)
+    sharing = spec.input_sharing
+    if base is not None:  # inherited, unless the spec sets its own
+        graph_inputs = base.graph_inputs if graph_inputs is None else graph_inputs
+        sharing = base.input_sharing if sharing is None else sharing
+    backend = Backend(spec.name, tuple(table.values()), graph_inputs, sharing)
+    result = Compiled(backend, doc=doc, spec=spec)
     return Built(
         doc, spec, None if problems else result, problems, compiler.resolved, compiler.names
     )

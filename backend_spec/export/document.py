@@ -48,6 +48,8 @@ class SpecDocument:
     notes: list[Diagnostic] = field(default_factory=list)
     #: The dtype config name of ``graph_inputs`` (version 5), if graph inputs are observed.
     graph_inputs: str | None = None
+    #: ``input_sharing`` (version 5), when not FX's default.
+    input_sharing: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The document as the loader reads it (key order as written)."""
@@ -60,6 +62,8 @@ class SpecDocument:
             out["dtype_configs"] = self.dtype_configs
         if self.graph_inputs is not None:
             out["graph_inputs"] = self.graph_inputs
+        if self.input_sharing is not None:
+            out["input_sharing"] = self.input_sharing
         out["patterns"] = self.patterns
         return out
 
@@ -107,7 +111,10 @@ def required_version(doc: SpecDocument) -> int:
         return max((used(v) for v in node), default=1) if isinstance(node, list) else 1
 
     nested = any(nested_forward_items(entry.get("pattern")) for entry in doc.patterns)
-    backend_keys = since["graph_inputs"] if doc.graph_inputs is not None else 1
+    backend_keys = max(
+        (since[key] for key in ("graph_inputs", "input_sharing") if getattr(doc, key) is not None),
+        default=1,
+    )
     return max(2 if nested else 1, backend_keys, used(doc.patterns), used(doc.dtype_configs))
 
 
@@ -367,7 +374,10 @@ def build_document(
     if errors:
         raise SpecError(errors)
     doc.notes += diagnostics
-    inputs = backend_of(backend_config).graph_inputs
+    backend = backend_of(backend_config)
+    if backend.input_sharing not in (None, "dtype"):
+        doc.input_sharing = backend.input_sharing
+    inputs = backend.graph_inputs
     if inputs is not None:
         doc.graph_inputs = table.name_of(inputs)
     doc.dtype_configs = table.docs

@@ -126,6 +126,8 @@ def emit_yaml(doc: SpecDocument, schema_ref: str = SCHEMA_NAME) -> str:
         root.yaml_set_comment_before_after_key("dtype_configs", before="\n")
     if doc.graph_inputs is not None:
         root["graph_inputs"] = doc.graph_inputs
+    if doc.input_sharing is not None:
+        root["input_sharing"] = doc.input_sharing
     root["patterns"] = _patterns_node(doc)
     root.yaml_set_comment_before_after_key("patterns", before="\n")
 

@@ -17,6 +17,7 @@ for any torch config). A pattern config edited in place is not noticed: replace 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from backend_spec import _torch
@@ -72,7 +73,7 @@ class LoweredBackendConfig(_torch.BackendConfig):
             kept[key] if config is self._lowered.get(key) else lift_entry(config, key=key)
             for key, config in self._pattern_complex_format_to_config.items()
         )
-        return Backend(self.name, entries, self._backend.graph_inputs)
+        return replace(self._backend, name=self.name, entries=entries)
 
 
 def lower(backend: Backend) -> LoweredBackendConfig:

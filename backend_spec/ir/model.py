@@ -212,12 +212,14 @@ class Entry:
 
 @dataclass(frozen=True)
 class Backend:
-    """A resolved backend: its name, its entries in order (one per pattern key) and the
-    version 5 ``graph_inputs`` DTypeConfig (None when graph inputs are not observed)."""
+    """A resolved backend: its name, its entries in order (one per pattern key), the
+    version 5 ``graph_inputs`` DTypeConfig (None when graph inputs are not observed) and
+    ``input_sharing`` (None: FX's ``dtype``)."""
 
     name: str
     entries: tuple[Entry, ...] = ()
     graph_inputs: DTypeConfig | None = None
+    input_sharing: str | None = None
 
     def __iter__(self) -> Iterator[Entry]:
         return iter(self.entries)

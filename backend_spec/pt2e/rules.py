@@ -156,7 +156,12 @@ class _Compiler:
                 else:
                     self.report.conflicts.append((entry.label, first.label, _chain_text(rule)))
         rules.sort(key=lambda rule: -len(rule.chain))
-        table = Table(specs=self.specs, rules=tuple(rules), graph_inputs=self.graph_inputs_spec())
+        table = Table(
+            specs=self.specs,
+            rules=tuple(rules),
+            graph_inputs=self.graph_inputs_spec(),
+            input_sharing=self.backend.input_sharing,
+        )
         return table, self.report
 
     def graph_inputs_spec(self) -> str | None:

@@ -12,6 +12,8 @@ is plain data::
      "specs": {NAME: {"kind": "observed"|"fixed", "dtype": "uint8", ...,
                       "fake_quant": KIND (QAT tables only: the observer's fake-quantize)}},
      "graph_inputs": NAME (optional: the spec of every float graph input),
+     "input_sharing": "qspec" (optional: an input reuses its producer's observer only when
+                      it is the same spec, as torchao does; absent: when the dtypes agree),
      "rules": [{"label": str, "chain": [[aten target, ...], ...], "where": [...],
                 "groups": [int, ...], "observation": "different"|"share"|"none",
                 "by_num_args": {str(n): observation}, "input": NAME|None,
@@ -175,6 +177,7 @@ class TableQuantizer(Quantizer):
         self._dynamic = {name: bool(data.get("is_dynamic")) for name, data in typed.specs.items()}
         self.rules = typed.rules
         self.graph_inputs = typed.graph_inputs
+        self.input_sharing = typed.input_sharing or "dtype"
         self._by_last: dict[str, list[Rule]] = {}
         for rule in self.rules:
             for target in rule.chain[-1]:
@@ -452,6 +455,9 @@ class _Annotator:
         self.quantizer = quantizer
         #: node -> dtype name of its quantized output (what FX would find already observed).
         self.observed: dict[torch.fx.Node, str] = {}
+        #: node -> the spec its output's observer group was made with (``input_sharing:
+        #: qspec`` compares it with a consumer's input spec, as torchao compares qspecs).
+        self.output_spec: dict[torch.fx.Node, str] = {}
         #: nodes whose output counts as quantized for a consumer's ``quantize`` policy: the
         #: observed ones and those of ``output: if_consumer_quantized`` rules.
         self.quantized: set[torch.fx.Node] = set()
@@ -479,6 +485,7 @@ class _Annotator:
                     output_qspec=self.quantizer.spec(name), _annotated=True
                 )
                 self.observed[node] = self.quantizer.dtype(name)
+                self.output_spec[node] = name
                 self.quantized.add(node)
 
     def observation(self, match: Match) -> str:
@@ -587,10 +594,20 @@ class _Annotator:
         return None
 
     def annotate_input(self, qspec_map: dict, arg: Any, name: str, dtype: str | None) -> None:
-        if dtype is not None and self.observed.get(arg) == dtype:
+        if dtype is not None and self.observed.get(arg) == dtype and self.reuses(arg, name):
             qspec_map[arg] = SharedQuantizationSpec(arg)
         else:
             qspec_map[arg] = self.quantizer.spec(name)
+
+    def reuses(self, arg: Any, name: str) -> bool:
+        """Whether an input of spec ``name`` reuses the observer of ``arg``'s output (of its
+        dtype): always under ``input_sharing: dtype`` (FX); under ``qspec`` only when that
+        observer was made with the same spec (torchao unites equal qspecs only, so an input
+        after a fixed-qparams output is observed again). A rule's fixed spec is its output's
+        (FX's one activation observer), never an input's: such an input still reuses."""
+        if self.quantizer.input_sharing != "qspec" or self.output_spec.get(arg) == name:
+            return True
+        return self.quantizer.table_spec(name).get("kind") == "fixed"
 
     def annotate_extra_inputs(self, match: Match, name: str, dtype: str | None) -> None:
         """``extra_inputs: quantized``: the later ops' inputs other than the chain link."""
@@ -612,8 +629,10 @@ class _Annotator:
             annotation.output_qspec = SharedQuantizationSpec(shared_edge)
             if rule.policy.quantize != "always" or rule.policy.producers == "join":
                 self.propagated.add(last)
+            self.output_spec[last] = rule.input
         else:
             annotation.output_qspec = self.quantizer.spec(rule.output)
+            self.output_spec[last] = rule.output
         self.observed[last] = out_dtype
         self.quantized.add(last)
 

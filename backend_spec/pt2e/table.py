@@ -151,6 +151,9 @@ class Table:
     format: int = TABLE_FORMAT
     #: The spec every float graph input's output gets (spec_version 5 ``graph_inputs``).
     graph_inputs: str | None = None
+    #: When an input reuses its producer's output observer (spec_version 5): ``dtype`` (FX)
+    #: or ``qspec`` (torchao with a hand-written Quantizer); None means ``dtype``.
+    input_sharing: str | None = None
 
     def to_data(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -160,6 +163,8 @@ class Table:
         }
         if self.graph_inputs is not None:
             data["graph_inputs"] = self.graph_inputs
+        if self.input_sharing not in (None, "dtype"):
+            data["input_sharing"] = self.input_sharing
         return data
 
     @classmethod
@@ -170,4 +175,9 @@ class Table:
                 "recompile the spec"
             )
         rules = tuple(Rule.from_data(rule) for rule in data["rules"])
-        return cls(specs=data["specs"], rules=rules, graph_inputs=data.get("graph_inputs"))
+        return cls(
+            specs=data["specs"],
+            rules=rules,
+            graph_inputs=data.get("graph_inputs"),
+            input_sharing=data.get("input_sharing"),
+        )

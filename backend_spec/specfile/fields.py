@@ -216,8 +216,14 @@ PT2E_PATTERN_FIELDS: tuple[str, ...] = (
 )
 
 #: The pt2e keys of the whole spec (no torch field; version 5): ``graph_inputs``, the dtype
-#: config whose activation observer every float graph input (placeholder) gets.
-PT2E_BACKEND_FIELDS: tuple[str, ...] = ("graph_inputs",)
+#: config whose activation observer every float graph input (placeholder) gets, and
+#: ``input_sharing``, when an input reuses its producer's output observer.
+PT2E_BACKEND_FIELDS: tuple[str, ...] = ("graph_inputs", "input_sharing")
+
+#: ``input_sharing`` values: ``dtype`` (FX: an input reuses its producer's output observer
+#: whenever their dtypes agree) or ``qspec`` (torchao with a hand-written quantizer: only when
+#: the two qspecs are the same; otherwise the edge is observed again).
+INPUT_SHARING = ("dtype", "qspec")
 
 #: Every key of a dtype mapping after ``dtype``: torch's constraints, then the observer keys.
 DTYPE_MAPPING_FIELDS: tuple[str, ...] = CONSTRAINT_FIELDS + OBSERVER_FIELDS

@@ -35,6 +35,7 @@ from typing_extensions import TypeAliasType
 from backend_spec import codes
 from backend_spec.names.dtypes import dtype_range
 from backend_spec.specfile.fields import (
+    INPUT_SHARING,
     PATTERN_FIELDS,
     FieldKind,
     PatternField,
@@ -706,6 +707,15 @@ class SpecModel(_Strict):
         "observer every float graph input (model input) gets, whether or not an entry "
         "quantizes its consumers (executorch's EnnQuantizer); absent: graph inputs are "
         "observed only where an entry quantizes the op that reads them.",
+        json_schema_extra=_V5,
+    )
+    input_sharing: Literal[INPUT_SHARING] | None = Field(  # type: ignore[valid-type]
+        None,
+        description="pt2e (version 5): when an input reuses the observer of its producer's "
+        "output. 'dtype' (the default, as FX does): whenever their dtypes agree. 'qspec' (as "
+        "torchao does for a hand-written Quantizer): only when both are the same qspec; an "
+        "input after an output with other qparams (fixed ones, another observer) is observed "
+        "again.",
         json_schema_extra=_V5,
     )
 
