@@ -73,6 +73,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_lint.py
 	$(PY) benchmarks/bench_pt2e.py
 	$(PY) benchmarks/bench_startup.py
+	$(PY) benchmarks/bench_export.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -85,8 +85,20 @@ def quiet() -> Iterator[None]:
                 _PYTREE.setLevel(_saved_levels.pop())
 
 
+#: What torchao logs when it loads on a machine without its optional compiled kernels (CUDA
+#: extensions, Triton): about the installation, never about a spec or a quantizer.
+_TORCHAO_LOAD_NOISE = re.compile(r"Failed to load .*\.so\b|Detected no triton", re.I)
+
+
+def _not_torchao_load_noise(record: logging.LogRecord) -> bool:
+    return not _TORCHAO_LOAD_NOISE.search(record.getMessage())
+
+
 def silence_globally() -> None:
     """For the CLI process: drop torch's deprecation noise for the whole run (the pytree log
-    too: a Quantizer that ``export`` imports may load torchao before bespec does)."""
+    and torchao's load-time log too: a Quantizer that ``export`` imports may load torchao
+    before bespec does)."""
     _install_filters()
     _PYTREE.setLevel(logging.ERROR)
+    for name in ("torchao", "torchao.kernel.intmm"):
+        logging.getLogger(name).addFilter(_not_torchao_load_noise)

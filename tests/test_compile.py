@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import textwrap
 
 import pytest
@@ -221,19 +220,17 @@ def test_extends_relative_path_and_cycle(tmp_path):
     assert bc.name == "a" and len(bc.configs) == 1
 
 
-def test_compiled_names_its_dtype_configs_by_identity(tmp_path) -> None:
-    # show names each DTypeConfig the spec named; found by the object itself (an id() key
-    # could be reused by another object once a removed base entry's config is freed).
+def test_compiled_names_its_dtype_configs_in_the_intermediate_form(tmp_path) -> None:
+    # show names each DTypeConfig the spec named: the name is a field of the intermediate form
+    # (no table of torch objects to look it up in); an inline one has none.
     from backend_spec.compiler.loader import compile_file
 
     spec = tmp_path / "named.yaml"
     spec.write_text(
         "name: named\ndtype_configs:\n  act: {input_dtype: quint8, output_dtype: quint8}\n"
         "patterns:\n  - pattern: nn.ReLU\n    dtype_configs: [act]\n"
+        "  - pattern: nn.ReLU6\n    dtype_configs: [{input_dtype: quint8}]\n"
     )
-    compiled = compile_file(spec)
-    [config] = compiled.backend_config.configs
-    [dtype_config] = config.dtype_configs
-    assert compiled.dtype_config_name(dtype_config) == "act"
-    twin = copy.copy(dtype_config)
-    assert compiled.dtype_config_name(twin) is None
+    relu, relu6 = compile_file(spec).backend
+    assert [dc.name for dc in relu.dtype_configs] == ["act"]
+    assert [dc.name for dc in relu6.dtype_configs] == [None]

@@ -198,7 +198,7 @@ def test_check_records_every_entry_field_of_the_table() -> None:
     from backend_spec.specfile.fields import ENTRY_FIELDS, PT2E_PATTERN_FIELDS
 
     native = load_backend("native")
-    recorded = {line.split(":", 1)[0] for c in native.configs for line in declared_text(c)}
+    recorded = {line.split(":", 1)[0] for c in native.configs for line in declared_text(native, c)}
     settable = {f.key for f in ENTRY_FIELDS}
     assert "num_tensor_args_to_observation_type" in recorded
     assert recorded <= settable | set(PT2E_PATTERN_FIELDS)

@@ -309,14 +309,19 @@ def test_dtype_configs_get_torch_names() -> None:
 
 
 def test_unknown_dtype_configs_get_unique_derived_names() -> None:
+    from backend_spec.ir.lift import lift_dtype_config
+
+    def name_of(dc: DTypeConfig) -> str:  # the table names dtype configs of the IR
+        return table.name_of(lift_dtype_config(dc))
+
     table = DTypeConfigTable()
     plain = DTypeConfig(torch.qint8, torch.float, torch.qint8, is_dynamic=False)
     constrained = DTypeConfig(DTypeWithConstraints(torch.qint8, quant_min_lower_bound=-100))
     other = DTypeConfig(DTypeWithConstraints(torch.qint8, quant_min_lower_bound=-50))
-    assert table.name_of(plain) == "in_qint8_out_float_w_qint8_static"
-    assert table.name_of(constrained) == "in_qint8_constrained"
-    assert table.name_of(other) == "in_qint8_qmin_m50"  # told apart by its constraint
-    assert table.name_of(DTypeConfig(torch.qint8, torch.float, torch.qint8, is_dynamic=False)) == (
+    assert name_of(plain) == "in_qint8_out_float_w_qint8_static"
+    assert name_of(constrained) == "in_qint8_constrained"
+    assert name_of(other) == "in_qint8_qmin_m50"  # told apart by its constraint
+    assert name_of(DTypeConfig(torch.qint8, torch.float, torch.qint8, is_dynamic=False)) == (
         "in_qint8_out_float_w_qint8_static"
     )
     assert derived_name({}) == "unconstrained"

@@ -329,3 +329,71 @@ def test_qat_class_outside_the_root_hierarchy_with_its_own_conversions_passes(
     rules = select_rules(Selection(select=("BS506",)))
     found = lint_path(spec, rules, allow_imports=("coreml_like",))
     assert [(d.code, d.line) for d in found] == [("BS506", 8)], found
+
+
+#: A spec naming something in every kind of name field: pattern (flat and complex format),
+#: module fields, a named fuser, {sequential: X} and a factory call, getters, and remove.
+#: _NAMES_WRITTEN lists each name as often as the spec writes it.
+_EVERY_NAME_FIELD = """\
+spec_version: 2
+name: s
+extends: fbgemm
+remove: [nn.ConvTranspose1d]
+patterns:
+  - pattern: nn.Hardswish
+  - pattern: [nn.Conv1d, nn.ReLU]
+    fused_module: nni.ConvReLU1d
+    fuser_method: {sequential: nni.ConvReLU1d}
+  - pattern: nni.LinearReLU
+    root_module: nn.Linear
+    qat_module: nniqat.LinearReLU
+    reference_quantized_module: nnqr.Linear
+  - pattern: [nn.Conv3d, nn.BatchNorm3d]
+    fuser_method: torch.ao.quantization.fuser_method_mappings.fuse_conv_bn
+  - pattern_complex_format: [nn.ReLU6, [nn.BatchNorm2d, nn.Conv2d]]
+    root_node_getter: _conv_bn_add_root_node_getter_left
+    extra_inputs_getter: _conv_bn_add_extra_inputs_getter_left
+  - pattern: [nn.Conv3d, nn.ReLU]
+    fuser_method:
+      call: torch.ao.quantization.fuser_method_mappings._sequential_wrapper2
+      args: [nni.ConvReLU3d]
+"""
+_NAMES_WRITTEN = """nn.ConvTranspose1d nn.Hardswish nn.Conv1d nn.ReLU nni.ConvReLU1d nni.ConvReLU1d
+nni.LinearReLU nn.Linear nniqat.LinearReLU nnqr.Linear nn.Conv3d nn.BatchNorm3d
+torch.ao.quantization.fuser_method_mappings.fuse_conv_bn nn.ReLU6 nn.BatchNorm2d nn.Conv2d
+_conv_bn_add_root_node_getter_left _conv_bn_add_extra_inputs_getter_left nn.Conv3d nn.ReLU
+torch.ao.quantization.fuser_method_mappings._sequential_wrapper2 nni.ConvReLU3d"""
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ("", [("BS515", 4)]),  # compiles: the rules that read remove's name run too
+        ("  - pattern: nn.NoSuchModule\n", [("BS502", 8), ("BS300", 23)]),  # does not compile
+    ],
+    ids=["compiles", "fails"],
+)
+def test_lint_resolves_every_name_once(tmp_path, monkeypatch, extra, expected):
+    """The compiler records every name it resolves (each entry's in its ``Resolved``), and
+    the checks and lint rules read that record: no name is looked up a second time, whether
+    the spec compiles or another entry's name does not resolve."""
+    from collections import Counter
+
+    from backend_spec.lint import runner
+    from backend_spec.names.resolver import Resolver
+
+    asked: Counter[str] = Counter()
+
+    class Counting(Resolver):
+        """The lint run's resolver (the exporter's naming checks have their own)."""
+
+        def lookup(self, name):
+            asked[name] += 1
+            return super().lookup(name)
+
+    monkeypatch.setattr(runner, "Resolver", Counting)
+    spec = tmp_path / "s.yaml"
+    spec.write_text(_EVERY_NAME_FIELD + extra, encoding="utf-8")
+    assert [(d.code, d.line) for d in runner.lint_path(spec)] == expected
+    written = Counter(_NAMES_WRITTEN.split())
+    assert {name: asked[name] for name in written} == dict(written)

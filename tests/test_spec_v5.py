@@ -121,6 +121,20 @@ def test_graph_inputs_round_trips_and_is_diffed(tmp_path: Path, fmt: str) -> Non
     assert changed == ["graph_inputs.weight_dtype.dtype", "graph_inputs.weight_dtype.qscheme"]
 
 
+def test_graph_inputs_survive_an_edit_through_torchs_api_and_extends(tmp_path: Path) -> None:
+    """The loaded config keeps its intermediate form (graph_inputs included) when a pattern is
+    added with torch's own setter, and a spec extending it inherits graph_inputs."""
+    from backend_spec._torch import BackendPatternConfig
+
+    loaded = backend_spec.load(_spec(tmp_path))
+    loaded.set_backend_pattern_config(BackendPatternConfig(torch.nn.ReLU6))
+    text = backend_spec.dump(loaded, "yaml")
+    assert "graph_inputs" in text and "ReLU6" in text
+    child = tmp_path / "child.yaml"
+    child.write_text(f"spec_version: 5\nname: child\nextends: {_spec(tmp_path).name}\n")
+    assert "graph_inputs" in backend_spec.dump(backend_spec.load(child), "yaml")
+
+
 def test_a_dtype_config_named_only_by_graph_inputs_is_used(tmp_path: Path) -> None:
     from backend_spec.lint import lint_path
 
@@ -132,7 +146,7 @@ def test_a_dtype_config_named_only_by_graph_inputs_is_used(tmp_path: Path) -> No
 
 def test_graph_inputs_are_inferred_when_every_float_input_is_observed_alike() -> None:
     from backend_spec.export.quantizer.infer import infer
-    from backend_spec.ir.lift import lift
+    from backend_spec.ir.lower import backend_of
 
     act = {
         "kind": "observed",
@@ -146,12 +160,12 @@ def test_graph_inputs_are_inferred_when_every_float_input_is_observed_alike() ->
         "kwargs": {"eps": 2**-12},
     }
     found = infer({}, {}, "q", [act, act])
-    mapping = lift(found.backend_config).graph_inputs.mapping("input_dtype")
+    mapping = backend_of(found.backend_config).graph_inputs.mapping("input_dtype")
     assert mapping.dtype == torch.qint8 and mapping.get("scale_min_lower_bound") == 2**-12
     assert found.gaps == []
-    assert lift(infer({}, {}, "q", [None, None]).backend_config).graph_inputs is None
+    assert backend_of(infer({}, {}, "q", [None, None]).backend_config).graph_inputs is None
     mixed = infer({}, {}, "q", [act, None])
-    assert lift(mixed.backend_config).graph_inputs is None
+    assert backend_of(mixed.backend_config).graph_inputs is None
     assert [gap.op for gap in mixed.gaps] == ["graph inputs"]
 
 

@@ -28,7 +28,8 @@ from typing import Any
 
 from backend_spec._torch import BackendConfig, BackendPatternConfig
 from backend_spec.ir import Backend, DTypeConfig, Entry
-from backend_spec.ir.lift import lift, lift_entry
+from backend_spec.ir.lift import lift_entry
+from backend_spec.ir.lower import backend_of
 from backend_spec.names.dtypes import dtype_config_list, dtype_name
 from backend_spec.names.fusers import map_wrapper
 from backend_spec.names.labels import object_label, pattern_label
@@ -161,7 +162,7 @@ def describe_pattern(config: BackendPatternConfig | Entry) -> dict[str, Any]:
 def describe(backend: BackendConfig | Backend) -> dict[str, dict[str, Any]]:
     """Pattern key (as text) -> description of its entry, in the backend's order."""
     if isinstance(backend, BackendConfig):
-        backend = lift(backend)
+        backend = backend_of(backend)
     out: dict[str, dict[str, Any]] = {}
     for entry in backend:
         text = base = pattern_label(entry.key)
@@ -176,7 +177,7 @@ def describe(backend: BackendConfig | Backend) -> dict[str, dict[str, Any]]:
 def describe_backend(backend: BackendConfig | Backend) -> dict[str, Any]:
     """:func:`describe` plus the backend's name, pattern order and ``graph_inputs``."""
     if isinstance(backend, BackendConfig):
-        backend = lift(backend)
+        backend = backend_of(backend)
     patterns = describe(backend)
     inputs = None if backend.graph_inputs is None else _dtype_config(backend.graph_inputs)
     return {

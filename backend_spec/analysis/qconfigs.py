@@ -19,8 +19,10 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, NamedTuple
 
+from backend_spec import ir
 from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig, quiet, torch
-from backend_spec.ir.lift import lift_mapping
+from backend_spec.ir.lift import lift_dtype_config
+from backend_spec.ir.lower import backend_of
 from backend_spec.names.dtypes import dtype_name, dtype_range
 from backend_spec.names.labels import dtype_label
 from backend_spec.specfile.fields import CONSTRAINT_FIELDS
@@ -130,6 +132,8 @@ class PatternQConfig:
     dtype_config: DTypeConfig | None
     qconfig: QConfig | None
     reason: str = ""
+    #: ``dtype_config`` in the intermediate form (its version 2 options included).
+    facts: ir.DTypeConfig | None = None
 
 
 def qconfig_mapping(
@@ -272,18 +276,19 @@ def _entries(
 ) -> Iterator[tuple[BackendPatternConfig, list[PatternQConfig]]]:
     reduce_range = engine in _REDUCE_RANGE_ENGINES
     describe = _describer()
-    partners = _weight_partners(backend_config, describe)
-    for config in backend_config.configs:
+    pairs = list(zip(backend_config.configs, backend_of(backend_config), strict=True))
+    partners = _weight_partners(pairs, describe)
+    for config, entry in pairs:
         if not config.dtype_configs:
             continue
         entries = []
-        for dtype_config in config.dtype_configs:
-            described = describe(dtype_config)
+        for dtype_config, facts in zip(config.dtype_configs, entry.dtype_configs, strict=True):
+            described = describe(facts)
             weight = partners.get(_activation_key(described), _DEFAULT_WEIGHT)
             qconfig, reason = _cached_qconfig(described, reduce_range, weight)
             if qat and qconfig is not None:
                 qconfig, reason = _cached_qat_qconfig(qconfig, described)
-            entries.append(PatternQConfig(config, dtype_config, qconfig, reason))
+            entries.append(PatternQConfig(config, dtype_config, qconfig, reason, facts))
         yield config, entries
 
 
@@ -322,7 +327,9 @@ FAKE_QUANT_KINDS = ("fake_quantize", "fused_moving_avg", "learnable")
 DEFAULT_FAKE_QUANT = "fake_quantize"
 
 
-def qat_qconfig(qconfig: QConfig, dtype_config: DTypeConfig | None = None) -> QConfig:
+def qat_qconfig(
+    qconfig: QConfig, dtype_config: DTypeConfig | ir.DTypeConfig | None = None
+) -> QConfig:
     """The QAT twin of a QConfig from this module, honouring the ``fake_quant`` kinds of
     ``dtype_config`` (see :func:`fake_quant`); raises ``ValueError`` when a kind cannot be built."""
     described = _describe(dtype_config) if dtype_config is not None else None
@@ -402,7 +409,8 @@ def fake_quant(observer: Any, kind: str) -> tuple[Any, str]:
 
 
 def _weight_partners(
-    backend_config: BackendConfig, describe: Callable[[DTypeConfig], tuple]
+    pairs: list[tuple[BackendPatternConfig, ir.Entry]],
+    describe: Callable[[ir.DTypeConfig], Described],
 ) -> dict[tuple, tuple]:
     """Activation constraints -> the weight constraints weighted ops pair them with.
 
@@ -412,8 +420,8 @@ def _weight_partners(
     fusable.
     """
     partners: dict[tuple, tuple] = {}
-    for config in backend_config.configs:
-        for dtype_config in config.dtype_configs:
+    for _config, entry in pairs:
+        for dtype_config in entry.dtype_configs:
             described = describe(dtype_config)
             if described.weight.dtype is not None:
                 partners.setdefault(_activation_key(described), described.weight)
@@ -446,17 +454,19 @@ def _as_activation(constraints: Constraints) -> Constraints:
     return constraints._replace(options=options)
 
 
-def qconfig_for(dtype_config: DTypeConfig, *, reduce_range: bool = False) -> QConfig | None:
+def qconfig_for(
+    dtype_config: DTypeConfig | ir.DTypeConfig, *, reduce_range: bool = False
+) -> QConfig | None:
     """A QConfig meeting ``dtype_config`` and its constraints, or ``None`` if there is none."""
     return _cached_qconfig(_describe(dtype_config), reduce_range, _DEFAULT_WEIGHT)[0]
 
 
-def _describer() -> Callable[[DTypeConfig], Described]:
+def _describer() -> Callable[[ir.DTypeConfig], Described]:
     """:func:`_describe` memoized for one pass over a BackendConfig, whose patterns share their
     DTypeConfig objects (every one stays alive meanwhile, so ids are not reused)."""
     memo: dict[int, Described] = {}
 
-    def describe(dtype_config: DTypeConfig) -> Described:
+    def describe(dtype_config: ir.DTypeConfig) -> Described:
         key = id(dtype_config)
         if key not in memo:
             memo[key] = _describe(dtype_config)
@@ -465,15 +475,20 @@ def _describer() -> Callable[[DTypeConfig], Described]:
     return describe
 
 
-def _describe(dtype_config: DTypeConfig) -> Described:
-    def constraints(dwc: Any) -> Constraints:
-        options = tuple(sorted(lift_mapping(dwc).observer.items()))
-        return Constraints(dwc.dtype, *(getattr(dwc, f) for f in CONSTRAINT_FIELDS), options)
+def _describe(dtype_config: DTypeConfig | ir.DTypeConfig) -> Described:
+    """A DTypeConfig as hashable data; a torch one is read through the intermediate form (it
+    has no version 2 options)."""
+    if not isinstance(dtype_config, ir.DTypeConfig):
+        dtype_config = lift_dtype_config(dtype_config)
+
+    def constraints(mapping: ir.DTypeMapping) -> Constraints:
+        options = tuple(sorted(mapping.observer.items()))
+        return Constraints(mapping.dtype, *(mapping.get(f) for f in CONSTRAINT_FIELDS), options)
 
     return Described(
-        constraints(dtype_config.input_dtype_with_constraints),
-        constraints(dtype_config.output_dtype_with_constraints),
-        constraints(dtype_config.weight_dtype_with_constraints),
+        constraints(dtype_config.mapping("input_dtype")),
+        constraints(dtype_config.mapping("output_dtype")),
+        constraints(dtype_config.mapping("weight_dtype")),
         dtype_config.bias_dtype,
         bool(dtype_config.is_dynamic),
     )
@@ -668,13 +683,18 @@ def _placeholder(dtype: torch.dtype):
 
 
 def pattern_ops(config: BackendPatternConfig) -> list[Any]:
-    """The ops of a pattern in forward order (module classes, functions or method names).
+    """The ops of a pattern config in forward order (see :func:`forward_ops`)."""
+    return forward_ops(config.pattern, config._pattern_complex_format)
+
+
+def forward_ops(pattern: Any, complex_format: Any = None) -> list[Any]:
+    """The ops of a pattern in forward order (module classes, functions or method names),
+    from its ``pattern`` or else its legacy ``complex_format``.
 
     The legacy complex format is reversed and nested; its ``MatchAllNode`` placeholders and
     integer argument literals are not ops and are left out.
     """
-    if config.pattern is not None:
-        pattern = config.pattern
+    if pattern is not None:
         return list(pattern) if isinstance(pattern, tuple) else [pattern]
     ops: list[Any] = []
 
@@ -685,7 +705,7 @@ def pattern_ops(config: BackendPatternConfig) -> list[Any]:
         elif node is not MatchAllNode and not (isinstance(node, int) and type(node) is not bool):
             ops.append(node)
 
-    walk(config._pattern_complex_format)
+    walk(complex_format)
     return list(reversed(ops))
 
 

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from backend_spec import ir
 from backend_spec._torch import BackendConfig, DTypeConfig, ObservationType, quiet, torch
 from backend_spec.analysis.qconfigs import (
     PatternQConfig,
@@ -204,7 +205,7 @@ def build_cases(backend_config: BackendConfig, engine: str) -> list[Case]:
             continue
         seen: set[str] = set()
         for index, entry in by_config[id(config)]:
-            described = repr(_dtype_config_text(entry.dtype_config))
+            described = repr(_dtype_config_text(entry.facts))
             if described in seen:
                 continue
             seen.add(described)
@@ -234,8 +235,9 @@ def _unique_labels(backend_config: BackendConfig) -> dict[int, str]:
     return labels
 
 
-def _dtype_config_text(dtype_config: DTypeConfig | None) -> list[str]:
-    """The DTypeConfig under test as spec text (identifies the case in the golden)."""
+def _dtype_config_text(dtype_config: ir.DTypeConfig | None) -> list[str]:
+    """The DTypeConfig under test (of the intermediate form) as spec text (identifies the case
+    in the golden)."""
     if dtype_config is None:
         return []
     from backend_spec.compiler.described import dtype_config_doc
@@ -247,18 +249,18 @@ def _plain(value: Any) -> Any:
     return value.name.lower() if isinstance(value, ObservationType) else value
 
 
-def declared_text(config: Any) -> list[str]:
+def declared_text(backend_config: BackendConfig, config: Any) -> list[str]:
     """The pattern entry's fields as declared: an edit that these synthesized models cannot
     show (a fusion pattern's observation type, once torch matches the fused module instead)
     still drifts, naming the field."""
-    from backend_spec.ir.lift import lift_entry
+    from backend_spec.ir.lower import entries_of
     from backend_spec.names.fusers import sequential_class
 
     lines = []
     # The field table's entry fields (the pattern and the DTypeConfigs identify the case),
     # then the version 2 pattern keys: a field added to the table is recorded with no edit here.
     declared = [(f.key, getattr(config, f.getter, None)) for f in ENTRY_FIELDS]
-    for key, value in [*declared, *lift_entry(config).pt2e_options().items()]:
+    for key, value in [*declared, *entries_of(backend_config)(config).pt2e_options().items()]:
         if value is None or value == {}:
             continue
         if key == "fuser_method" and sequential_class(value) is not None:
@@ -277,7 +279,7 @@ def declared_text(config: Any) -> list[str]:
 
 def check_case(case: Case) -> PatternResult:
     """Exercise one case end to end; never raises for a pattern's own problems."""
-    case.signature["declared"] = declared_text(case.config)
+    case.signature["declared"] = declared_text(case.backend_config, case.config)
     result = PatternResult(case.label, "skip", mode=case.mode, dtype_index=case.index)
     if case.mode == "fusion":
         result.kind = "fusion"
@@ -286,7 +288,7 @@ def check_case(case: Case) -> PatternResult:
         result.kind = kind_of(case.dtype_config)
         result.reason = "no QConfig can meet this DTypeConfig"
         result.detail = case.entry.reason
-        case.signature["dtype_config"] = _dtype_config_text(case.dtype_config)
+        case.signature["dtype_config"] = _dtype_config_text(case.entry.facts)
         result.signature = case.signature
         return result
     result.kind = kind_of(case.dtype_config)
@@ -385,7 +387,7 @@ def run_fx_case(case: Case, kind: str) -> tuple[float | None, bool]:
     reference model's because the engine has no kernels). A sibling flow (pt2e) can take the
     same :class:`Case` and return the same pair."""
     config, qat = case.config, case.mode == "qat"
-    case.signature["dtype_config"] = _dtype_config_text(case.dtype_config)
+    case.signature["dtype_config"] = _dtype_config_text(case.entry.facts)
     qconfig = _qat_twin(case) if qat else case.entry.qconfig
     synth = synthesize(
         config,
@@ -429,7 +431,7 @@ def run_fx_case(case: Case, kind: str) -> tuple[float | None, bool]:
 def _qat_twin(case: Case) -> Any:
     """The case's QAT QConfig; a ``fake_quant`` kind that cannot be built fails the case."""
     try:
-        return qat_qconfig(case.entry.qconfig, case.dtype_config)
+        return qat_qconfig(case.entry.qconfig, case.entry.facts)
     except ValueError as exc:
         raise PatternFailure(f"no QAT QConfig: {exc}") from None
 

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from backend_spec._torch import BackendConfig
-from backend_spec.compiler.compiler import Compiled, Origin, pattern_key
+from backend_spec.compiler.compiler import Compiled, Origin
 from backend_spec.compiler.loader import builtin_compiled, compile_file
 from backend_spec.names.importer import object_of, split_ref
 from backend_spec.names.vocabulary import BUILTIN_BACKENDS
@@ -40,9 +40,7 @@ def load_compiled(
     if ref in BUILTIN_BACKENDS:
         return builtin_compiled(ref)
     if split_ref(ref) is not None:
-        config = object_of(ref, BackendConfig, "BackendConfig")
-        origin = Origin(ref)
-        return Compiled(config, {pattern_key(c): origin for c in config.configs})
+        return Compiled.of_config(object_of(ref, BackendConfig, "BackendConfig"), Origin(ref))
     raise ValueError(
         f"{ref!r} is neither a spec file, a built-in backend ({', '.join(BUILTIN_BACKENDS)}), "
         "nor module:attr"
@@ -50,5 +48,7 @@ def load_compiled(
 
 
 def load_backend(ref: str, allow_imports: Iterable[str] = ()) -> BackendConfig:
-    """The BackendConfig ``ref`` names (see :func:`load_compiled`)."""
-    return load_compiled(ref, allow_imports).backend_config
+    """The BackendConfig ``ref`` names (see :func:`load_compiled`): for a built-in or a
+    ``module:attr``, torch's own object."""
+    compiled = load_compiled(ref, allow_imports)
+    return compiled.lifted_from if compiled.lifted_from is not None else compiled.backend_config

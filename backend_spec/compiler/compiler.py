@@ -1,24 +1,36 @@
-"""Stage 4: a validated :class:`SpecModel` -> a live torch ``BackendConfig``.
+"""Stage 4: a validated :class:`SpecModel` -> the intermediate form (:mod:`backend_spec.ir`).
 
 Every name is resolved here (so every resolution problem gets the position of its value) and
-every setter of ``BackendPatternConfig`` in the field table (:mod:`backend_spec.specfile.fields`)
-is called, the underscore ones included. Problems are collected, not raised one at a time, so a
-user sees all of them at once. ``extends`` and ``remove`` are applied by the loader.
+every field of the field table (:mod:`backend_spec.specfile.fields`) becomes a value of an
+:class:`~backend_spec.ir.Entry`, the version 2 keys included. Problems are collected, not
+raised one at a time, so a user sees all of them at once. ``extends`` and ``remove`` are
+applied by the loader; the torch ``BackendConfig`` is lowered from the result
+(:mod:`backend_spec.ir.lower`) when someone asks for it.
 """
 
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
 from backend_spec import _torch, codes
 from backend_spec.compiler.fuser_check import fuser_problem
 from backend_spec.diagnostics import Diagnostic
-from backend_spec.ir import POLICY_KEYS, Backend, Origin
-from backend_spec.ir.carrier import ObservedDTypeWithConstraints, set_pt2e_keys
-from backend_spec.ir.lift import lift, pattern_key
+from backend_spec.ir import (
+    POLICY_KEYS,
+    Backend,
+    DTypeConfig,
+    DTypeMapping,
+    Entry,
+    FunctionRef,
+    Origin,
+)
+from backend_spec.ir.lift import key_of, pattern_key, torch_defaults
+from backend_spec.ir.lower import LoweredBackendConfig, backend_of, keeping, lower
+from backend_spec.ir.model import flat_ops
 from backend_spec.names.dtypes import to_dtype
 from backend_spec.names.fusers import (
     CLASS_FORMS,
@@ -29,9 +41,9 @@ from backend_spec.names.fusers import (
 from backend_spec.names.resolver import Kind, NameProblem, Resolver
 from backend_spec.names.vocabulary import TORCH_FACTORY_MODULES, inside
 from backend_spec.specfile.fields import (
-    CONSTRAINT_FIELDS,
+    DTYPE_CONFIG_MAPPINGS,
+    DTYPE_MAPPING_FIELDS,
     MODULE_KINDS,
-    OBSERVER_FIELDS,
     PATTERN_FIELDS,
     PATTERN_KINDS,
     FieldKind,
@@ -47,7 +59,7 @@ from backend_spec.specfile.models import (
 )
 from backend_spec.specfile.source import KeyPath, SourceDoc
 
-__all__ = ["Compiled", "Compiler", "Origin", "pattern_key"]
+__all__ = ["Compiled", "Compiler", "Origin", "Resolved", "pattern_key"]
 
 #: A factory argument that could not be built (its problem is already reported).
 _MISSING = object()
@@ -55,78 +67,130 @@ _MISSING = object()
 
 @dataclass
 class Compiled:
-    """The result of compiling one spec: the config and where each pattern came from (problems
-    are raised as SpecError, never returned)."""
+    """The result of compiling one spec: its intermediate form, and the torch config lowered
+    from it (problems are raised as SpecError, never returned)."""
 
-    backend_config: _torch.BackendConfig
-    origins: dict[Any, Origin] = field(default_factory=dict)
+    #: Every entry with its origin, fields, dtype configs (named ones by their spec name) and
+    #: version 2 facts.
+    backend: Backend
     #: The source and validated model it came from (None for a built-in base).
     doc: SourceDoc | None = None
     spec: SpecModel | None = None
-    #: The spec's named DTypeConfig objects with their names (for ``bespec show``), base
-    #: first. Held as objects and found by identity: an ``id`` could be reused once freed.
-    named_dtype_configs: list[tuple[str, Any]] = field(default_factory=list)
+    #: The torch config it was lifted from (a built-in, a ``module:attr``), None for a spec.
+    lifted_from: _torch.BackendConfig | None = None
 
-    def dtype_config_name(self, dtype_config: Any) -> str | None:
-        """The spec's name of ``dtype_config`` (the object itself), or None."""
-        return next((n for n, dc in reversed(self.named_dtype_configs) if dc is dtype_config), None)
+    @classmethod
+    def of_config(cls, config: _torch.BackendConfig, origin: Origin) -> Compiled:
+        """A torch config (its facts as :func:`backend_of` finds them), every entry from
+        ``origin``; :attr:`backend_config` is ``config`` itself."""
+        backend = backend_of(config)
+        entries = tuple(replace(entry, origin=origin) for entry in backend)
+        return cls(Backend(backend.name, entries, backend.graph_inputs), lifted_from=config)
 
     @cached_property
-    def backend(self) -> Backend:
-        """The intermediate form: every entry with its origin, fields, dtype configs (named
-        ones by their spec name) and version 2 facts. Made on first use, once loading is done."""
-        names = {id(dc): name for name, dc in self.named_dtype_configs}
-        return lift(self.backend_config, self.origins, lambda dc: names.get(id(dc)))
+    def backend_config(self) -> LoweredBackendConfig:
+        """The torch BackendConfig, made on first use: lowered from :attr:`backend`, or the
+        pattern configs of the one it was lifted from. Either keeps :attr:`backend`, so a
+        reader given it (:func:`backend_of`) does not lift it again."""
+        if self.lifted_from is not None:
+            return keeping(self.backend, self.lifted_from)
+        return lower(self.backend)
+
+    @property
+    def origins(self) -> dict[Any, Origin]:
+        """Pattern key -> where its entry came from."""
+        return {entry.key: entry.origin for entry in self.backend}
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """One pattern entry's resolution, made once by the compiler and read by the checks
+    (:class:`backend_spec.compiler.view.SpecView`), also for a spec that did not compile.
+
+    ``ops`` is the forward-order tuple of a flat ``pattern`` (None for a complex-format or
+    nested one, or when a name did not resolve); ``key`` the key torch stores the entry under
+    (None when a name did not resolve); ``diagnostics`` the entry's own problems; ``names``
+    every name of the entry the compiler resolved, by its key path inside the entry
+    (``("root_module",)``, ``("fuser_method", "sequential")``, ``("pattern", 0)``): the object,
+    or the :class:`NameProblem` it was reported as. A check reads a field's object here, so
+    no name is resolved twice."""
+
+    index: int
+    ops: tuple[Any, ...] | None
+    key: Any
+    diagnostics: tuple[Diagnostic, ...] = ()
+    names: Mapping[KeyPath, Any] = field(default_factory=dict, hash=False)
+
+    def name(self, *path: str | int) -> Any:
+        """The object the name at ``path`` (inside the entry) resolved to; None when it is
+        not set or did not resolve (its problem is reported already)."""
+        return usable(self.names.get(path))
+
+
+def usable(resolution: Any) -> Any:
+    """A recorded resolution's object, None for a problem."""
+    return None if isinstance(resolution, NameProblem) else resolution
 
 
 class Compiler:
-    """Compiles one validated spec; problems accumulate in ``self.diagnostics``."""
+    """Compiles one validated spec; problems accumulate in ``self.diagnostics``, each
+    pattern entry's resolution in ``self.resolved`` (by index), and the names resolved
+    outside pattern entries (``remove``) in ``self.names`` (key path -> object, or its
+    :class:`NameProblem`)."""
 
     def __init__(self, doc: SourceDoc, spec: SpecModel, resolver: Resolver):
         self.doc = doc
         self.spec = spec
         self.resolver = resolver
         self.diagnostics: list[Diagnostic] = []
-        self._named_dtype_configs: dict[str, Any] = {}
+        self.resolved: dict[int, Resolved] = {}
+        self.names: dict[KeyPath, Any] = {}
+        #: Where :meth:`name` records: :attr:`names`, or the entry being compiled's own.
+        self._record = self.names
+        self._named_dtype_configs: dict[str, DTypeConfig | None] = {}
 
     def problem(self, path: KeyPath, code: str, message: str, hint: str | None = None) -> None:
         self.diagnostics.append(self.doc.diagnostic(path, code, message, hint))
 
     def name(self, path: KeyPath, name: str, kind: Kind) -> Any:
-        """Resolve ``name`` at ``path``; None (with a diagnostic) when it cannot be used."""
+        """Resolve ``name`` at ``path`` (recorded in :attr:`names`); None (with a diagnostic)
+        when it cannot be used."""
         try:
-            field = next((p for p in reversed(path) if isinstance(p, str)), "")
-            return self.resolver.resolve(name, kind, f"'{field}'" if field else "this field")
+            key = next((p for p in reversed(path) if isinstance(p, str)), "")
+            obj = self.resolver.resolve(name, kind, f"'{key}'" if key else "this field")
         except NameProblem as problem:
+            self._record[path] = problem
             self.problem(path, problem.code, problem.message, problem.hint)
             return None
+        self._record[path] = obj
+        return obj
 
     # -- dtype configs ----------------------------------------------------------------------
 
-    def dtype_with_constraints(self, spec: str | DTypeWithConstraintsModel) -> Any:
+    def dtype_mapping(self, spec: str | DTypeWithConstraintsModel | None) -> DTypeMapping:
+        """A dtype mapping: the dtype and every key of :data:`DTYPE_MAPPING_FIELDS` it sets."""
+        if spec is None:
+            return DTypeMapping()
         if isinstance(spec, str):
-            return _torch.DTypeWithConstraints(dtype=to_dtype(spec))
-        values = {name: getattr(spec, name) for name in CONSTRAINT_FIELDS}
-        options = {name: getattr(spec, name) for name in OBSERVER_FIELDS}
-        if any(value is not None for value in options.values()):
-            return ObservedDTypeWithConstraints(dtype=to_dtype(spec.dtype), **values, **options)
-        return _torch.DTypeWithConstraints(dtype=to_dtype(spec.dtype), **values)
+            return DTypeMapping(to_dtype(spec))
+        options = tuple(
+            (name, getattr(spec, name))
+            for name in DTYPE_MAPPING_FIELDS
+            if getattr(spec, name) is not None
+        )
+        return DTypeMapping(to_dtype(spec.dtype), options)
 
-    def dtype_config(self, model: DTypeConfigModel) -> Any:
-        def constrained(value: Any) -> Any:
-            return None if value is None else self.dtype_with_constraints(value)
-
+    def dtype_config(self, model: DTypeConfigModel, name: str | None = None) -> DTypeConfig:
         bias = model.bias_dtype
         bias_name = bias if isinstance(bias, str) or bias is None else bias.dtype
-        return _torch.DTypeConfig(
-            input_dtype=constrained(model.input_dtype),
-            output_dtype=constrained(model.output_dtype),
-            weight_dtype=constrained(model.weight_dtype),
-            bias_dtype=None if bias_name is None else to_dtype(bias_name),
-            is_dynamic=model.is_dynamic,
+        return DTypeConfig(
+            tuple((key, self.dtype_mapping(getattr(model, key))) for key in DTYPE_CONFIG_MAPPINGS),
+            None if bias_name is None else to_dtype(bias_name),
+            model.is_dynamic,
+            name,
         )
 
-    def named_dtype_config(self, path: KeyPath, name: str) -> Any:
+    def named_dtype_config(self, path: KeyPath, name: str) -> DTypeConfig | None:
         if name not in self._named_dtype_configs:
             model = self.spec.dtype_configs.get(name)
             if model is None and self.spec.set_aside(("dtype_configs", name)):
@@ -142,12 +206,8 @@ class Compiler:
                     path, codes.UNKNOWN_DTYPE_CONFIG, f"no dtype config named '{name}'", hint
                 )
                 return None
-            self._named_dtype_configs[name] = self.dtype_config(model)
+            self._named_dtype_configs[name] = self.dtype_config(model, name)
         return self._named_dtype_configs[name]
-
-    def named_dtype_configs(self) -> list[tuple[str, Any]]:
-        """Each named DTypeConfig built so far, with its name."""
-        return [(name, dc) for name, dc in self._named_dtype_configs.items() if dc is not None]
 
     # -- patterns ---------------------------------------------------------------------------
 
@@ -236,10 +296,13 @@ class Compiler:
         """A factory argument: a name -> its object, a list -> a tuple, a form -> a function."""
         if isinstance(value, str):
             try:
-                return self.resolver.factory_argument(value)
+                obj = self.resolver.factory_argument(value)
             except NameProblem as problem:
+                self._record[path] = problem
                 self.problem(path, problem.code, problem.message, problem.hint)
                 return _MISSING
+            self._record[path] = obj
+            return obj
         if isinstance(value, LiteralArg):
             return value.literal
         if isinstance(value, list):
@@ -258,32 +321,67 @@ class Compiler:
             return _MISSING if built is None else built
         return value
 
-    def pattern_config(self, index: int, model: PatternModel) -> Any:
-        """The BackendPatternConfig of one entry: every field of the table through its setter."""
+    def entry(self, index: int, model: PatternModel) -> Entry | None:
+        """The entry of one pattern: every field of the table the spec sets (torch's default
+        for the others), its ATen chains and policy; None when its pattern did not resolve."""
         path: KeyPath = ("patterns", index)
-        config = _torch.BackendPatternConfig()
         arity = _arity(model)
+        first = len(self.diagnostics)
+        names: dict[KeyPath, Any] = {}
+        self._record = names
+        try:
+            values = self.field_values(path, model, arity)
+        finally:
+            self._record = self.names
+        self.prove_fuser(path, values, named=isinstance(model.fuser_method, str))
+        pattern, complex_format = values.get("pattern"), values.get("pattern_complex_format")
+        unresolved = pattern is None and complex_format is None
+        key = None if unresolved else key_of(pattern, complex_format)
+        own = tuple(self.diagnostics[first:])
+        own_names = {p[len(path) :]: v for p, v in names.items()}
+        self.resolved[index] = Resolved(index, flat_ops(pattern), key, own, own_names)
+        if key is None:
+            return None  # its problem is reported already
+        defaults = torch_defaults()
+        fields = tuple(
+            (spec.key, _ir_value(spec.kind, values[spec.key]))
+            if spec.key in values
+            else (spec.key, defaults[spec.key])
+            for spec in PATTERN_FIELDS
+            if spec.key in values or spec.key in defaults
+        )
+        fields = tuple((k, v) for k, v in fields if v or k in _PATTERN_KEYS)
+        aten = tuple(
+            tuple(tuple([op] if isinstance(op, str) else op) for op in chain)
+            for chain in model.aten or ()
+        )
+        policy = tuple((k, getattr(model, k)) for k in POLICY_KEYS if getattr(model, k) is not None)
+        origin = Origin(self.doc.file, self.doc.where(path)[0])
+        return Entry(key, origin, fields, aten, policy)
+
+    def field_values(self, path: KeyPath, model: PatternModel, arity: int) -> dict[str, Any]:
+        """The torch value of each field the entry sets and that resolved."""
+        values: dict[str, Any] = {}
         for spec in PATTERN_FIELDS:
             value = getattr(model, spec.key)
             if value is None or (spec.kind not in PATTERN_KINDS and not value):
                 continue  # unset: torch's default stays
             obj = self.field_value((*path, spec.key), spec.kind, value, arity)
             if obj is not None and not _has_none(obj):
-                getattr(config, spec.setter)(obj)
-        set_pt2e_keys(config, model.aten, {key: getattr(model, key) for key in POLICY_KEYS})
-        self.prove_fuser(path, config, named=isinstance(model.fuser_method, str))
-        return config
+                values[spec.key] = obj
+        return values
 
-    def prove_fuser(self, path: KeyPath, config: Any, named: bool) -> None:
+    def prove_fuser(self, path: KeyPath, values: dict[str, Any], named: bool) -> None:
         """Whatever form named it, the fuser must build the declared fused module from float
         modules of its (forward) pattern: an error at the fuser when it does not. A named
         fuser that cannot take one module per op is BS511's one finding, not this one's."""
-        if config.fuser_method is None or config.pattern is None:
+        fuser, pattern = values.get("fuser_method"), values.get("pattern")
+        if fuser is None or pattern is None:
             return
-        ops = config.pattern if isinstance(config.pattern, tuple) else (config.pattern,)
-        if named and not _takes(config.fuser_method, 1 + len(ops)):
+        ops = pattern if isinstance(pattern, tuple) else (pattern,)
+        if named and not _takes(fuser, 1 + len(ops)):
             return
-        problem = fuser_problem(config.fuser_method, ops, config.fused_module)
+        problem = fuser_problem(fuser, ops, values.get("fused_module"))
         if problem:
             self.problem(
                 (*path, "fuser_method"),
@@ -314,7 +412,7 @@ class Compiler:
             return dict(value)
         raise KeyError(f"the compiler does not know field kind {kind}")
 
-    def pattern_dtype_configs(self, path: KeyPath, refs: list[Any]) -> list[Any]:
+    def pattern_dtype_configs(self, path: KeyPath, refs: list[Any]) -> tuple[DTypeConfig, ...]:
         configs = []
         for i, ref in enumerate(refs):
             if isinstance(ref, str):
@@ -323,14 +421,15 @@ class Compiler:
                 config = self.dtype_config(ref)
             if config is not None:
                 configs.append(config)
-        return configs
+        return tuple(configs)
 
-    def compile_patterns(self) -> list[tuple[int, Any]]:
-        """Every pattern entry as ``(index, BackendPatternConfig)``, errors collected."""
+    def compile_patterns(self) -> list[Entry]:
+        """Every pattern entry that resolved, in order, errors collected."""
         # Named configs are built even when unused so that their problems surface too.
         for name in self.spec.dtype_configs:
             self.named_dtype_config(("dtype_configs", name), name)
-        return [(i, self.pattern_config(i, m)) for i, m in self.spec.numbered_patterns()]
+        entries = (self.entry(i, m) for i, m in self.spec.numbered_patterns())
+        return [entry for entry in entries if entry is not None]
 
     def graph_inputs(self) -> Any:
         """The DTypeConfig ``graph_inputs`` names (version 5), or None (unset, or reported)."""
@@ -345,8 +444,21 @@ class Compiler:
             pattern = self.ops(path, ref, Kind.OP)
             if pattern is None or _has_none(pattern):
                 continue
-            keys.append((path, pattern_key(_torch.BackendPatternConfig(pattern))))
+            keys.append((path, key_of(pattern)))
         return keys
+
+
+#: The keys that hold an entry's pattern (kept whatever their value).
+_PATTERN_KEYS = frozenset(f.key for f in PATTERN_FIELDS if f.kind in PATTERN_KINDS)
+
+
+def _ir_value(kind: FieldKind, value: Any) -> Any:
+    """A resolved field value as the intermediate form holds it."""
+    if kind in (FieldKind.FUNCTION, FieldKind.FUSER):
+        return FunctionRef.of(value)
+    if kind in (FieldKind.OBSERVATION_TYPE_MAP, FieldKind.INDEX_MAP):
+        return tuple(value.items())
+    return value
 
 
 def _takes(fn: Any, count: int) -> bool:

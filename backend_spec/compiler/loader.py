@@ -17,20 +17,22 @@ import gc
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
 from backend_spec import _torch, codes
-from backend_spec.compiler.compiler import Compiled, Compiler, Origin, pattern_key
+from backend_spec.compiler.compiler import Compiled, Compiler, Resolved
 from backend_spec.compiler.meaning import meaning_errors
 from backend_spec.compiler.view import SpecView
 from backend_spec.diagnostics import Diagnostic, SpecError
-from backend_spec.ir.carrier import graph_inputs as graph_inputs_of
-from backend_spec.ir.carrier import set_graph_inputs
+from backend_spec.ir import Backend, Entry, Origin
+from backend_spec.ir.lift import lift
+from backend_spec.ir.lower import LoweredBackendConfig, lower
 from backend_spec.names.resolver import Resolver
 from backend_spec.names.vocabulary import BUILTIN_BACKENDS, builtin_backend_config
 from backend_spec.specfile.models import SpecModel
-from backend_spec.specfile.source import SourceDoc, format_for, parse, read_text
+from backend_spec.specfile.source import KeyPath, SourceDoc, format_for, parse, read_text
 from backend_spec.specfile.validate import validate
 
 MAX_EXTENDS_DEPTH = 16
@@ -52,14 +54,15 @@ def load(
     allow_imports: Iterable[str] | None = None,
     *,
     allow_extends_outside: bool = False,
-) -> _torch.BackendConfig:
-    """Load a spec file (``.yaml``/``.yml``/``.toml``) and return a torch ``BackendConfig``.
+) -> LoweredBackendConfig:
+    """Load a spec file (``.yaml``/``.yml``/``.toml``) and return a torch ``BackendConfig``
+    (one that keeps the spec's intermediate form, version 2 facts included).
 
     A base named by ``extends`` must lie inside the spec's folder tree unless
     ``allow_extends_outside`` is true.
     """
     compiled = compile_file(path, allow_imports, allow_extends_outside=allow_extends_outside)
-    return compiled.backend_config
+    return lower(compiled.backend)
 
 
 def loads(
@@ -70,7 +73,7 @@ def loads(
     file: str = "<string>",
     base_dir: str | os.PathLike[str] | None = None,
     allow_extends_outside: bool = False,
-) -> _torch.BackendConfig:
+) -> LoweredBackendConfig:
     """Load spec text of the given format (``"yaml"`` or ``"toml"``) into a BackendConfig.
 
     ``base_dir`` anchors a relative ``extends`` path and confines base files (default: the
@@ -84,7 +87,7 @@ def loads(
     scope = _scope(allow_imports, anchor, allow_extends_outside)
     with _torch.quiet():
         run = lambda: _compile_text(text, file, fmt, scope, anchor, ())  # noqa: E731
-        return guarded(run, file).backend_config
+        return lower(guarded(run, file).backend)
 
 
 def compile_file(
@@ -102,10 +105,16 @@ def compile_file(
 
 
 def builtin_compiled(name: str) -> Compiled:
-    """A torch built-in backend, each pattern's origin ``torch:NAME``."""
+    """A torch built-in backend (a fresh config), each pattern's origin ``torch:NAME``."""
+    return Compiled(builtin_backend(name), lifted_from=builtin_backend_config(name))
+
+
+@cache
+def builtin_backend(name: str) -> Backend:
+    """The intermediate form of a torch built-in backend (lifted once: it is frozen)."""
     config = builtin_backend_config(name)
     origin = Origin(f"torch:{name}")
-    return Compiled(config, {pattern_key(c): origin for c in config.configs})
+    return lift(config, dict.fromkeys(config._pattern_complex_format_to_config, origin))
 
 
 def _scope(allow_imports: Iterable[str] | None, anchor: Path, outside: bool) -> _Scope:
@@ -176,7 +185,7 @@ def _compile_doc(
     problems = built.diagnostics
     if built.spec is not None:
         # Checked on every entry that validated: reported with the file's other errors.
-        problems = [*problems, *meaning_errors(view_of(built, scope.resolver))]
+        problems = [*problems, *meaning_errors(view_of(built))]
     if problems:
         raise SpecError(problems)
     assert built.compiled is not None
@@ -191,6 +200,10 @@ class Built:
     spec: SpecModel | None
     compiled: Compiled | None
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    #: Each pattern entry's resolution (by index), made once: the checks' view reads it.
+    resolved: dict[int, Resolved] = field(default_factory=dict)
+    #: The names resolved outside pattern entries (``remove``): key path -> object or problem.
+    names: dict[KeyPath, Any] = field(default_factory=dict)
 
 
 def build(
@@ -224,49 +237,36 @@ def build(
         )
     problems.extend(compiler.diagnostics)
     if problems:
-        return Built(doc, spec, None, problems)
-    result = Compiled(_torch.BackendConfig(spec.name), doc=doc, spec=spec)
-    if base is not None:
-        _inherit(result, base)
-    result.named_dtype_configs.extend(compiler.named_dtype_configs())
-    if graph_inputs is not None:
-        set_graph_inputs(result.backend_config, graph_inputs)
-    _remove(result, removals, doc, spec, problems)
-    for index, config in entries:
-        key = pattern_key(config)
-        result.backend_config.set_backend_pattern_config(config)
-        result.origins[key] = Origin(doc.file, doc.where(("patterns", index))[0])
-    return Built(doc, spec, None if problems else result, problems)
+        return Built(doc, spec, None, problems, compiler.resolved, compiler.names)
+    # A dict keeps torch's order: a key set again keeps its place, as in a BackendConfig.
+    table = {entry.key: entry for entry in base} if base is not None else {}
+    _remove(table, removals, doc, spec, problems)
+    table.update((entry.key, entry) for entry in entries)
+    if graph_inputs is None and base is not None:
+        graph_inputs = base.graph_inputs  # inherited, unless the spec names its own
+    result = Compiled(Backend(spec.name, tuple(table.values()), graph_inputs), doc=doc, spec=spec)
+    return Built(
+        doc, spec, None if problems else result, problems, compiler.resolved, compiler.names
+    )
 
 
-def view_of(built: Built, resolver: Resolver, kind: type[_View] = SpecView) -> _View:  # type: ignore[assignment]
+def view_of(built: Built, kind: type[_View] = SpecView) -> _View:  # type: ignore[assignment]
     """The checks' view of a spec that validated (``built.spec`` is set); ``kind`` is the
     view's class (the linter's adds what only rules ask)."""
     assert built.spec is not None
-    return kind(built.doc, built.spec, resolver, built.compiled)
-
-
-def _inherit(result: Compiled, base: Compiled) -> None:
-    result.named_dtype_configs.extend(base.named_dtype_configs)
-    set_graph_inputs(result.backend_config, graph_inputs_of(base.backend_config))
-    for config in base.backend_config.configs:
-        key = pattern_key(config)
-        result.backend_config.set_backend_pattern_config(config)
-        result.origins[key] = base.origins.get(key, Origin("?"))
+    return kind(built.doc, built.spec, built.resolved, built.names, built.compiled)
 
 
 def _remove(
-    result: Compiled,
+    table: dict[Any, Entry],
     removals: list[tuple[Any, Any]],
     doc: SourceDoc,
     spec: SpecModel,
     out: list[Diagnostic],
 ) -> None:
-    table = result.backend_config._pattern_complex_format_to_config
     for path, key in removals:
         if key in table:
             del table[key]
-            result.origins.pop(key, None)
         else:
             written = spec.remove[path[-1]]
             pattern = written if isinstance(written, str) else f"[{', '.join(written)}]"
@@ -287,13 +287,13 @@ def _base(
     base_dir: Path,
     chain: tuple[Path, ...],
     out: list[Diagnostic],
-) -> Compiled | None:
-    """The compiled base named by ``extends`` (None, with a diagnostic, when unusable)."""
+) -> Backend | None:
+    """The base named by ``extends`` (None, with a diagnostic, when unusable)."""
     if spec.extends is None:
         return None
     where = ("extends",)
     if spec.extends in BUILTIN_BACKENDS:
-        return builtin_compiled(spec.extends)
+        return builtin_backend(spec.extends)
     path, problem = _base_path(spec.extends, base_dir, scope.root)
     if path is None:
         out.append(doc.diagnostic(where, codes.BAD_EXTENDS, problem, _EXTENDS_HINT))
@@ -310,7 +310,7 @@ def _base(
         )
         return None
     try:
-        return _compile_path(path, scope, chain)
+        return _compile_path(path, scope, chain).backend
     except SpecError as exc:
         out.append(doc.diagnostic(where, codes.BAD_EXTENDS, _base_errors(exc.diagnostics)))
         return None

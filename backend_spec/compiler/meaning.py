@@ -18,7 +18,6 @@ from backend_spec import codes
 from backend_spec.codes import Code, Severity
 from backend_spec.compiler.view import PatternEntry, Problem, SpecView
 from backend_spec.diagnostics import Diagnostic
-from backend_spec.names.resolver import Kind
 
 
 def duplicate_patterns(view: SpecView) -> Iterator[Problem]:
@@ -49,7 +48,7 @@ def fuser_arity(view: SpecView) -> Iterator[Problem]:
         fuser_name = entry.model.fuser_method
         if not isinstance(fuser_name, str) or entry.ops is None:
             continue
-        fuser = view.lookup(fuser_name, Kind.FUNCTION)
+        fuser = entry.name("fuser_method")
         try:
             signature = inspect.signature(fuser)
         except (TypeError, ValueError):  # a builtin without a signature: cannot tell

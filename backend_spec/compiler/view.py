@@ -1,30 +1,28 @@
 """A compiled spec as its checks see it: the parsed source (for positions), the validated
-model, each pattern entry with its ops resolved, and the BackendConfig when the spec compiled.
+model, each pattern entry with its ops and every other name as the compiler resolved them
+(once, also for a spec that did not compile: :class:`~backend_spec.compiler.compiler.
+Resolved`), and the intermediate form and BackendConfig when the spec compiled.
 
 It lives with the compiler, below both of its consumers: the checks the compiler enforces
 (:mod:`backend_spec.compiler.meaning`) and the lint rules (:class:`backend_spec.lint.context.
 LintContext` extends it) read the same view. A check never raises on a name that does not
 resolve: the loader already reports those, so a check skips what it cannot see (``None`` from
-:meth:`SpecView.lookup`).
+:meth:`PatternEntry.name` or :meth:`SpecView.name`). No check resolves a name again.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 from backend_spec import _torch
-from backend_spec.compiler.compiler import Compiled, pattern_key
+from backend_spec.compiler.compiler import Compiled, Resolved, usable
 from backend_spec.diagnostics import Diagnostic
 from backend_spec.ir import Backend
 from backend_spec.names.labels import pattern_label
-from backend_spec.names.resolver import Kind, NameProblem, Resolver
-from backend_spec.specfile.models import (
-    PatternModel,
-    SpecModel,
-    nested_forward_items,
-)
+from backend_spec.specfile.models import PatternModel, SpecModel
 from backend_spec.specfile.source import KeyPath, Position, SourceDoc
 
 
@@ -46,13 +44,21 @@ class PatternEntry:
 
     ``ops`` is the forward-order tuple of a ``pattern`` (one to three ops), or None when the
     entry uses ``pattern_complex_format`` or a name did not resolve. ``key`` is the key torch
-    stores the entry under (None when a name did not resolve).
+    stores the entry under (None when a name did not resolve). ``resolved`` is the
+    compiler's resolution of the entry's names (none when it was not compiled).
     """
 
     index: int
     model: PatternModel
     ops: tuple[Any, ...] | None
     key: Any
+    resolved: Resolved | None = field(default=None, repr=False)
+
+    def name(self, *path: str | int) -> Any:
+        """The object the compiler resolved the name at ``path`` inside the entry to
+        (``entry.name("fuser_method", "sequential")``); None when it is not set or did not
+        resolve."""
+        return self.resolved.name(*path) if self.resolved is not None else None
 
     @property
     def path(self) -> KeyPath:
@@ -99,15 +105,24 @@ class SpecView:
         self,
         doc: SourceDoc,
         spec: SpecModel,
-        resolver: Resolver,
+        resolved: dict[int, Resolved],
+        names: Mapping[KeyPath, Any],
         compiled: Compiled | None = None,
     ):
         self.doc = doc
         self.spec = spec
-        self.resolver = resolver
+        #: The compiler's resolution of each pattern entry, by index.
+        self.resolved = resolved
+        #: The compiler's resolution of the names outside pattern entries (``remove``).
+        self.names = names
         #: The spec compiled (with ``extends`` applied), or None if it did not compile.
         self.compiled = compiled
-        self.backend_config = compiled.backend_config if compiled is not None else None
+
+    @property
+    def backend_config(self) -> _torch.BackendConfig | None:
+        """The torch config of the compiled spec (lowered when first asked; None if it did not
+        compile)."""
+        return self.compiled.backend_config if self.compiled is not None else None
 
     @property
     def backend(self) -> Backend | None:
@@ -116,18 +131,10 @@ class SpecView:
 
     # -- names ------------------------------------------------------------------------------
 
-    def lookup(self, name: str | None, kind: Kind | None = None) -> Any:
-        """The object ``name`` denotes (checked against ``kind``), or None if it is unusable."""
-        if name is None:
-            return None
-        try:
-            return self.resolver.resolve(name, kind) if kind else self.resolver.lookup(name)
-        except NameProblem:
-            return None
-
-    def module(self, name: str | None) -> type | None:
-        """A module-class field's class, or None."""
-        return self.lookup(name, Kind.MODULE)
+    def name(self, *path: str | int) -> Any:
+        """The object the compiler resolved the name at ``path`` (outside pattern entries:
+        ``"remove", 0``) to; None when it did not resolve."""
+        return usable(self.names.get(path))
 
     # -- patterns ---------------------------------------------------------------------------
 
@@ -136,34 +143,10 @@ class SpecView:
         return [self._entry(i, model) for i, model in self.spec.numbered_patterns()]
 
     def _entry(self, index: int, model: PatternModel) -> PatternEntry:
-        config = _torch.BackendPatternConfig()
-        if nested_forward_items(model.pattern):
-            # A nested item (version 2): matched like a complex-format pattern, no flat ops.
-            nested = self._complex(model.pattern)
-            if nested is None:
-                return PatternEntry(index, model, None, None)
-            config.set_pattern(nested)
-            return PatternEntry(index, model, None, pattern_key(config))
-        if model.pattern is not None:
-            names = [model.pattern] if isinstance(model.pattern, str) else model.pattern
-            ops = tuple(self.lookup(name, Kind.OP) for name in names)
-            if any(op is None for op in ops):
-                return PatternEntry(index, model, None, None)
-            config.set_pattern(ops[0] if len(ops) == 1 else ops)
-            return PatternEntry(index, model, ops, pattern_key(config))
-        nested = self._complex(model.pattern_complex_format)
-        if nested is None:
+        resolved = self.resolved.get(index)
+        if resolved is None:  # not compiled (the spec failed before its patterns)
             return PatternEntry(index, model, None, None)
-        config._set_pattern_complex_format(nested)
-        return PatternEntry(index, model, None, pattern_key(config))
-
-    def _complex(self, value: Any) -> Any:
-        if isinstance(value, str):
-            return self.lookup(value, Kind.COMPLEX_OP)
-        if isinstance(value, list) and value:
-            items = [self._complex(item) for item in value]
-            return None if any(item is None for item in items) else tuple(items)
-        return None
+        return PatternEntry(index, model, resolved.ops, resolved.key, resolved)
 
     def diagnostic(self, code: str, problem: Problem) -> Diagnostic:
         """``problem`` placed in the file, under ``code``."""

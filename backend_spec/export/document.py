@@ -20,8 +20,8 @@ from backend_spec.diagnostics import Diagnostic, Severity, SpecError, format_key
 from backend_spec.export.dtypes import DTypeConfigTable, DTypeDoc
 from backend_spec.export.families import family_of
 from backend_spec.export.functions import Unwritable, function_doc
-from backend_spec.ir.carrier import graph_inputs
-from backend_spec.ir.lift import lift_entry
+from backend_spec.ir import Entry
+from backend_spec.ir.lower import backend_of, entries_of
 from backend_spec.names.labels import config_label, qualified_name
 from backend_spec.names.naming import object_name, observation_type_name, op_name
 from backend_spec.names.resolver import is_module_class
@@ -203,15 +203,18 @@ class _EntryBuilder:
     source: str
     diagnostics: list[Diagnostic]
     entry: dict[str, Any] = field(default_factory=dict)
+    #: The config's intermediate form (its version 2 facts; set by :meth:`build`).
+    facts: Entry | None = None
 
-    def build(self) -> dict[str, Any]:
+    def build(self, entry_of: Callable[[BackendPatternConfig], Entry]) -> dict[str, Any]:
         """Every field of the table that differs from torch's default, in spec order, then
-        the version 2 pt2e keys."""
+        the version 2 pt2e keys (``entry_of`` gives the config's intermediate form)."""
+        self.facts = entry_of(self.config)
         for spec in PATTERN_FIELDS:
             value = getattr(self.config, spec.getter)
             if not _is_default(spec.kind, value):
                 self._put(spec.key, self._converter(spec.kind), value)
-        pt2e = lift_entry(self.config).pt2e_options()
+        pt2e = self.facts.pt2e_options()
         self.entry.update((key, value) for key, value in pt2e.items() if value is not None)
         return self.entry
 
@@ -224,7 +227,7 @@ class _EntryBuilder:
         if kind is FieldKind.OBSERVATION_TYPE:
             return _observation_type
         if kind is FieldKind.DTYPE_CONFIGS:
-            return lambda value: self.table.names_of(self._dtype_configs(value))
+            return lambda value: self._dtype_config_names(value)
         if kind in MODULE_KINDS:
             return _module_name
         if kind in (FieldKind.FUNCTION, FieldKind.FUSER):
@@ -234,6 +237,13 @@ class _EntryBuilder:
         if kind is FieldKind.INDEX_MAP:
             return _input_indices
         raise KeyError(f"the exporter does not know field kind {kind}")
+
+    def _dtype_config_names(self, value: Any) -> list[str]:
+        """The hoisted names of the pattern's DTypeConfigs, each read from the intermediate
+        form (its version 2 observer options included): one per torch DTypeConfig."""
+        self._dtype_configs(value)  # reports what torch was given instead of a list
+        assert self.facts is not None
+        return self.table.names_of(self.facts.dtype_configs)
 
     def _dtype_configs(self, value: Any) -> list[DTypeConfig]:
         """The pattern's DTypeConfigs as a list; what torch was given instead is reported."""
@@ -343,10 +353,11 @@ def build_document(
     diagnostics: list[Diagnostic] = []
     doc = SpecDocument(name=name, notes=notes)
     indexed = plan.entries if plan is not None else list(enumerate(backend_config.configs))
+    entry_of = entries_of(backend_config)
     for index, config in indexed:
         builder = _EntryBuilder(index, config, table, source, diagnostics)
         try:
-            doc.patterns.append(builder.build())
+            doc.patterns.append(builder.build(entry_of))
             doc.families.append(family_of(config))
         except Exception as exc:  # a value no check foresaw: reported, never a traceback
             builder.report_internal(exc)
@@ -356,7 +367,7 @@ def build_document(
     if errors:
         raise SpecError(errors)
     doc.notes += diagnostics
-    inputs = graph_inputs(backend_config)
+    inputs = backend_of(backend_config).graph_inputs
     if inputs is not None:
         doc.graph_inputs = table.name_of(inputs)
     doc.dtype_configs = table.docs

@@ -15,6 +15,8 @@ from typing import Any
 
 from backend_spec._torch import DTypeConfig, DTypeWithConstraints, torch
 from backend_spec.compiler.described import DTypeDoc, dtype_config_doc
+from backend_spec.ir import DTypeConfig as Facts
+from backend_spec.ir.lift import lift_dtype_config
 
 
 def _signature(doc: DTypeDoc) -> str:
@@ -95,7 +97,7 @@ def _known_names() -> dict[str, str]:
     known = _known_configs()
     names: dict[str, str] = {}
     for name, dc in {**known, **_fixed_qparams_variants(known)}.items():
-        names.setdefault(_signature(dtype_config_doc(dc)), name)
+        names.setdefault(_signature(dtype_config_doc(lift_dtype_config(dc))), name)
     return names
 
 
@@ -152,8 +154,9 @@ class DTypeConfigTable:
         self._by_signature: dict[str, str] = {}
         self.docs: dict[str, DTypeDoc] = {}
 
-    def name_of(self, dc: DTypeConfig) -> str:
-        """The name under which ``dc`` is hoisted (registering it on first sight)."""
+    def name_of(self, dc: Facts) -> str:
+        """The name under which ``dc`` (of the intermediate form, version 2 options included)
+        is hoisted (registering it on first sight)."""
         doc = dtype_config_doc(dc)
         signature = _signature(doc)
         name = self._by_signature.get(signature)
@@ -166,7 +169,7 @@ class DTypeConfigTable:
             self.docs[name] = doc
         return name
 
-    def names_of(self, dtype_configs: Iterable[DTypeConfig]) -> list[str]:
+    def names_of(self, dtype_configs: Iterable[Facts]) -> list[str]:
         return [self.name_of(dc) for dc in dtype_configs]
 
     def _unique(self, base: str) -> str:

@@ -2,7 +2,8 @@
 
 Many real configs are torch's native config with a handful of patterns added, replaced or
 dropped. Exported flat, the few changes drown in hundreds of copied entries. Here the config
-is compared with a built-in, pattern by pattern (:func:`describe_pattern`), and planned as
+is compared with a built-in's intermediate form (lifted and described once per built-in),
+pattern by pattern (:func:`describe_pattern`), and planned as
 the loader will rebuild it: the base's patterns in the base's order, entries with the same
 pattern replaced in place, ``remove`` dropping patterns, and new entries appended. Any order
 is reachable (a pattern that moved is removed and appended again), so the round trip stays
@@ -11,12 +12,17 @@ exact, pattern order included.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from backend_spec._torch import BackendConfig
 from backend_spec.analysis.compare import describe_pattern
-from backend_spec.names.vocabulary import BUILTIN_BACKENDS, builtin_backend_config
+from backend_spec.compiler.loader import builtin_backend
+from backend_spec.ir import Entry
+from backend_spec.ir.lower import entries_of
+from backend_spec.names.vocabulary import BUILTIN_BACKENDS
 
 #: Share of a config's patterns a built-in must supply unchanged to be picked automatically.
 CLEARLY_CLOSEST = 0.5
@@ -54,42 +60,50 @@ def _in_place_prefix(keys: list[Any], base_index: dict[Any, int]) -> int:
     return len(keys)
 
 
-def _removable(config: Any) -> Any:
+def _removable(entry: Entry) -> Any:
     """The forward pattern naming a base entry in ``remove`` (None when the format cannot
     name it: a complex-format pattern, or one that nests a tuple)."""
-    if config._pattern_complex_format is not None:
+    if entry.get("pattern_complex_format") is not None:
         return None
-    pattern = config.pattern
+    pattern = entry.pattern
     if isinstance(pattern, tuple) and any(isinstance(op, tuple) for op in pattern):
         return None
     return pattern
 
 
-def _same(config: Any, base_config: Any) -> bool:
+@cache
+def _described(base: str) -> dict[Any, dict[str, Any]]:
+    """Pattern key -> description of each entry of built-in ``base``, in its order (from
+    its cached intermediate form, once: the plans against it only compare them)."""
+    return {entry.key: describe_pattern(entry) for entry in builtin_backend(base)}
+
+
+def _same(entry_of: Callable[[Any], Entry], config: Any, described: dict[str, Any]) -> bool:
     try:
-        return describe_pattern(config) == describe_pattern(base_config)
+        return describe_pattern(entry_of(config)) == described
     except Exception:  # a malformed entry is never "unchanged"; export reports it
         return False
 
 
 def plan_against(backend_config: BackendConfig, base: str) -> Plan | None:
     """The plan of ``backend_config`` on top of built-in ``base`` (None if not expressible)."""
-    base_table = _table(builtin_backend_config(base))
+    base_table = _described(base)
     table = _table(backend_config)
     keys = list(table)
     base_index = {key: i for i, key in enumerate(base_table)}
     prefix = _in_place_prefix(keys, base_index)
     kept = set(keys[:prefix])
     plan = Plan(base, kept=prefix)
-    for key, config in base_table.items():
-        if key not in kept:
-            removable = _removable(config)
+    entry_of = entries_of(backend_config)
+    for entry in builtin_backend(base):
+        if entry.key not in kept:
+            removable = _removable(entry)
             if removable is None:
                 return None
             plan.remove.append(removable)
     for index, key in enumerate(keys):
         config = table[key]
-        if index < prefix and _same(config, base_table[key]):
+        if index < prefix and _same(entry_of, config, base_table[key]):
             plan.unchanged += 1
         else:
             plan.entries.append((index, config))

@@ -1,18 +1,21 @@
 """torch objects -> the intermediate form (:mod:`backend_spec.ir.model`).
 
 Lifting reads every field of the field table through torch's getters, so a torch
-``BackendConfig`` of any origin (a built-in, an imported ``module:attr``, one a spec compiled
-to) becomes a :class:`Backend`. The version 2 facts a spec adds are read from their torch-side
-carrier (:mod:`backend_spec.ir.carrier`) here and nowhere else.
+``BackendConfig`` of any origin (a built-in, an imported ``module:attr``, one a user built)
+becomes a :class:`Backend`. torch's objects have no field for the version 2 facts, so a
+lifted backend has none; a spec compiles to its :class:`Backend` directly, and the config
+``load`` returns keeps it (:func:`backend_spec.ir.lower.backend_of`). This is the only module
+that reads bespec's facts off torch objects.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import cache
+from types import MappingProxyType
 from typing import Any
 
 from backend_spec import _torch
-from backend_spec.ir.carrier import graph_inputs, observer_options, pattern_aten, pattern_policy
 from backend_spec.ir.model import (
     Backend,
     DTypeConfig,
@@ -55,14 +58,23 @@ def lift(
         lift_entry(config, origins.get(key, _UNKNOWN), key, dtype_config)
         for key, config in backend_config._pattern_complex_format_to_config.items()
     )
-    inputs = graph_inputs(backend_config)
-    return Backend(backend_config.name, entries, None if inputs is None else dtype_config(inputs))
+    return Backend(backend_config.name, entries)
 
 
 def pattern_key(config: _torch.BackendPatternConfig) -> Any:
     """The key BackendConfig stores a pattern under (torch's reversed nested tuple format)."""
     utils = _torch.torch.ao.quantization.backend_config.utils
     return utils._get_pattern_in_reversed_nested_tuple_format(config)
+
+
+def key_of(pattern: Any = None, complex_format: Any = None) -> Any:
+    """The key of a forward ``pattern`` or of a ``complex_format`` one, as torch computes it."""
+    config = _torch.BackendPatternConfig()
+    if complex_format is not None:
+        config._set_pattern_complex_format(complex_format)
+    else:
+        config.set_pattern(pattern)
+    return pattern_key(config)
 
 
 def lift_entry(
@@ -81,8 +93,22 @@ def lift_entry(
         if value is None or (spec.kind not in PATTERN_KINDS and not value):
             continue
         fields.append((spec.key, _lifted(spec.kind, value, dtype_config)))
-    aten = tuple(tuple(tuple(alts) for alts in chain) for chain in pattern_aten(config))
-    return Entry(key, origin, tuple(fields), aten, tuple(pattern_policy(config).items()))
+    return Entry(key, origin, tuple(fields))
+
+
+@cache
+def torch_defaults() -> Mapping[str, Any]:
+    """The table fields torch sets on a fresh BackendPatternConfig, lifted: what an entry
+    holds for a field its spec leaves out (``observation_type``), as a lifted entry does."""
+    fresh = _torch.BackendPatternConfig()
+    values = {spec.key: (spec.kind, getattr(fresh, spec.getter, None)) for spec in PATTERN_FIELDS}
+    return MappingProxyType(
+        {
+            key: _lifted(kind, value, lift_dtype_config)
+            for key, (kind, value) in values.items()
+            if value is not None and (kind in PATTERN_KINDS or value)
+        }
+    )
 
 
 def _lifted(kind: FieldKind, value: Any, dtype_config: Callable[[Any], DTypeConfig]) -> Any:
@@ -97,9 +123,8 @@ def _lifted(kind: FieldKind, value: Any, dtype_config: Callable[[Any], DTypeConf
 
 
 def lift_mapping(dwc: Any) -> DTypeMapping:
-    """A ``DTypeWithConstraints`` as a :class:`DTypeMapping` (its version 2 options included)."""
+    """A ``DTypeWithConstraints`` as a :class:`DTypeMapping` (torch's constraints)."""
     options = [(f, getattr(dwc, f)) for f in CONSTRAINT_FIELDS if getattr(dwc, f) is not None]
-    options += observer_options(dwc).items()
     return DTypeMapping(dwc.dtype, tuple(options))
 
 

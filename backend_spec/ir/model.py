@@ -41,6 +41,15 @@ POLICY_KEYS: tuple[str, ...] = PT2E_PATTERN_FIELDS[1:]
 AtenChain = tuple[tuple[str, ...], ...]
 
 
+def flat_ops(pattern: Any) -> tuple[Any, ...] | None:
+    """The forward-order ops of a forward ``pattern`` (an op or a tuple); None for no pattern,
+    or one that nests a tuple."""
+    if pattern is None:
+        return None
+    ops = pattern if isinstance(pattern, tuple) else (pattern,)
+    return None if any(isinstance(op, tuple) for op in ops) else ops
+
+
 def _checked(pairs: tuple[tuple[str, Any], ...], allowed: Any, what: str) -> None:
     unknown = [key for key, _ in pairs if key not in allowed]
     if unknown:
@@ -66,6 +75,15 @@ class DTypeMapping:
 
     def __post_init__(self) -> None:
         _checked(self.options, DTYPE_MAPPING_FIELDS, "a dtype mapping")
+
+    @classmethod
+    def of(cls, dtype: Any, options: dict[str, Any]) -> DTypeMapping:
+        """The mapping of ``dtype`` with ``options`` put in table order (None ones left out)."""
+        _checked(tuple(options.items()), DTYPE_MAPPING_FIELDS, "a dtype mapping")
+        return cls(
+            dtype,
+            tuple((k, options[k]) for k in DTYPE_MAPPING_FIELDS if options.get(k) is not None),
+        )
 
     def get(self, key: str) -> Any:
         """The value of a :data:`DTYPE_MAPPING_FIELDS` key (None when unset)."""
@@ -154,6 +172,14 @@ class Entry:
         _checked(self.fields, _ENTRY_KEYS, "a pattern entry")
         _checked(self.policy, POLICY_KEYS, "a pattern entry's policy")
 
+    @staticmethod
+    def ordered(values: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+        """``values`` (table key -> value) as :attr:`fields`: in table order, None left out."""
+        _checked(tuple(values.items()), _ENTRY_KEYS, "a pattern entry")
+        return tuple(
+            (f.key, values[f.key]) for f in PATTERN_FIELDS if values.get(f.key) is not None
+        )
+
     def get(self, key: str) -> Any:
         """The value of a field-table key (None when the entry leaves torch's default)."""
         return dict(self.fields).get(key)
@@ -170,11 +196,7 @@ class Entry:
     @property
     def ops(self) -> tuple[Any, ...] | None:
         """The forward-order ops of a flat ``pattern``; None for complex or nested ones."""
-        pattern = self.pattern
-        if pattern is None:
-            return None
-        ops = pattern if isinstance(pattern, tuple) else (pattern,)
-        return None if any(isinstance(op, tuple) for op in ops) else ops
+        return flat_ops(self.pattern)
 
     def pt2e_options(self) -> dict[str, Any]:
         """Every pt2e key of the table as a spec writes it, None when unset (an ``aten`` op

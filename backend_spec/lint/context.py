@@ -3,7 +3,7 @@
 config uses, what the whole backend quantizes).
 
 Rules never raise on names that do not resolve: the loader already reports those, so a rule
-just skips what it cannot see (``None`` from :meth:`LintContext.lookup`).
+just skips what it cannot see (``None`` from :meth:`PatternEntry.name`).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class LintContext(SpecView):
         if self.backend is not None:
             return set(self.backend.reference_roots)
         return {
-            self.module(e.model.root_module)
+            e.name("root_module")
             for e in self.entries
             if e.model.root_module and e.model.reference_quantized_module
         }

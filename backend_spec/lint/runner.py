@@ -89,7 +89,7 @@ def _context(
     )
     if built.spec is None:
         return None, built
-    return view_of(built, resolver, LintContext), built
+    return view_of(built, LintContext), built
 
 
 def _as(severity: Severity, found: list[Diagnostic]) -> list[Diagnostic]:

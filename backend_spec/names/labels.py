@@ -43,9 +43,15 @@ def config_label(config: Any) -> str:
     """The pattern of a ``BackendPatternConfig`` as its spec entry writes it (``pattern``, else
     ``pattern_complex_format``, which says so: in torch's reversed nested format it reads like
     a forward pattern)."""
-    if config.pattern is not None:
-        return pattern_label(config.pattern)
-    return f"{pattern_label(config._pattern_complex_format)} (complex format)"
+    return patterns_label(config.pattern, config._pattern_complex_format)
+
+
+def patterns_label(pattern: Any, complex_format: Any) -> str:
+    """An entry's ``pattern`` as text, else its ``pattern_complex_format``, which says so
+    (for a config, :func:`config_label`; for an entry of the intermediate form, its fields)."""
+    if pattern is not None:
+        return pattern_label(pattern)
+    return f"{pattern_label(complex_format)} (complex format)"
 
 
 def dtype_label(dtype: Any) -> str:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from backend_spec._torch import BackendConfig, quiet, torch
 from backend_spec.analysis.qconfigs import FAKE_QUANT_KINDS
+from backend_spec.ir import Entry
 
 if TYPE_CHECKING:  # the rule compiler imports this module; the comparison loads FX lazily
     from backend_spec.pt2e import flows
@@ -75,13 +76,14 @@ def spec_data(instance: Any, observer_data: Callable[[Any], dict[str, Any] | Non
     return data
 
 
-def qat_swap(config: Any, by_pattern: dict[Any, Any]) -> Any:
+def qat_swap(entry: Entry, by_pattern: dict[Any, Entry]) -> Entry | None:
     """The entry FX QAT quantizes a module op with: ``prepare_qat_fx`` swaps the module for the
     entry's ``qat_module`` before matching, so that class's own entry decides (None: no entry
     quantizes it, and the op stays float)."""
-    if config.qat_module is None:
-        return config
-    return by_pattern.get(config.qat_module)
+    qat_module = entry.get("qat_module")
+    if qat_module is None:
+        return entry
+    return by_pattern.get(qat_module)
 
 
 @functools.lru_cache(maxsize=256)

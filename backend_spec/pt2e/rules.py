@@ -1,4 +1,4 @@
-"""Compile a BackendConfig into the pt2e rule table (plain data) and a report.
+"""Compile a backend's intermediate form into the pt2e rule table (plain data) and a report.
 
 Each pattern entry becomes at most one rule: its ops' ATen chains (:mod:`.aten`) joined into one
 chain, how each node must have been written, the observation type, and the QuantizationSpecs
@@ -7,6 +7,10 @@ the FX flow would use for it. To quantize exactly like ``prepare_fx`` with
 pattern's first op, and the same dtype-config check decides whether the pattern is quantized
 at all. Module fusions are resolved the way ``fuse_fx`` resolves them: by calling the entry's
 fuser in eval mode and quantizing the chain with the entry of the module it returns.
+
+Everything is read off the intermediate form (:class:`~backend_spec.ir.Backend`); a public
+function given a torch BackendConfig asks :func:`~backend_spec.ir.lower.backend_of` for it
+once. Only the QConfigs come from torch's config, lowered from the form.
 """
 
 from __future__ import annotations
@@ -17,11 +21,10 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend_spec._torch import BackendConfig, BackendPatternConfig, ObservationType, quiet, torch
+from backend_spec._torch import BackendConfig, ObservationType, quiet, torch
 from backend_spec.analysis import qconfigs
-from backend_spec.ir import Entry
-from backend_spec.ir.carrier import graph_inputs
-from backend_spec.ir.lift import lift
+from backend_spec.ir import Backend, DTypeConfig, Entry
+from backend_spec.ir.lower import backend_of, lower, lower_dtype_config
 from backend_spec.pt2e.aten import describe_op
 from backend_spec.pt2e.qat import qat_fused_type, qat_swap, spec_data
 from backend_spec.pt2e.table import Policy, Rule, Table, rule_key
@@ -74,48 +77,46 @@ class Report:
 class _Entry:
     """One pattern entry on its way to a rule."""
 
-    config: BackendPatternConfig
     label: str
     ops: list[Any]
-    #: The entry in the intermediate form: its ATen chains and policy.
+    #: The entry in the intermediate form.
     facts: Entry
 
 
 def compile_table(
-    backend_config: BackendConfig, *, engine: str | None = None, qat: bool = False
+    backend: Backend | BackendConfig, *, engine: str | None = None, qat: bool = False
 ) -> tuple[dict[str, Any], Report]:
-    """The rule table of ``backend_config`` as plain data, and the report of how it was built;
+    """The rule table of ``backend`` as plain data, and the report of how it was built;
     with ``qat``, for ``prepare_qat_pt2e`` (:mod:`.qat`)."""
-    table, report = compile_rules(backend_config, engine=engine, qat=qat)
+    table, report = compile_rules(backend, engine=engine, qat=qat)
     return table.to_data(), report
 
 
 def compile_rules(
-    backend_config: BackendConfig, *, engine: str | None = None, qat: bool = False
+    backend: Backend | BackendConfig, *, engine: str | None = None, qat: bool = False
 ) -> tuple[Table, Report]:
-    """The typed rule table of ``backend_config`` and the report of how it was built."""
-    return _Compiler(backend_config, engine, qat).run()
+    """The typed rule table of ``backend`` and the report of how it was built."""
+    return _Compiler(_form(backend), engine, qat).run()
 
 
-def chain_conflicts(backend_config: BackendConfig) -> list[tuple[str, str, str]]:
-    """:attr:`Report.conflicts` of ``compile_rules(backend_config)``, at a fraction of its
-    cost: only entries whose chain another entry also has are worked out in full (lint asks
-    this of every file)."""
-    return _Compiler(backend_config, None, False).run(shared_chains_only=True)[1].conflicts
+def chain_conflicts(backend: Backend | BackendConfig) -> list[tuple[str, str, str]]:
+    """:attr:`Report.conflicts` of ``compile_rules(backend)``, at a fraction of its cost:
+    only entries whose chain another entry also has are worked out in full (lint asks this
+    of every file)."""
+    return _Compiler(_form(backend), None, False).run(shared_chains_only=True)[1].conflicts
+
+
+def _form(backend: Backend | BackendConfig) -> Backend:
+    """The intermediate form of what a public function was given."""
+    return backend if isinstance(backend, Backend) else backend_of(backend)
 
 
 class _Compiler:
-    def __init__(self, backend_config: BackendConfig, engine: str | None, qat: bool) -> None:
-        self.backend_config = backend_config
+    def __init__(self, backend: Backend, engine: str | None, qat: bool) -> None:
+        self.backend = backend
         self.engine = engine
         self.qat = qat
-        self.by_pattern = {
-            config.pattern: config
-            for config in backend_config.configs
-            if config.pattern is not None
-        }
-        #: The intermediate form: each entry's ATen chains and policy.
-        self.backend = lift(backend_config)
+        self.by_pattern = {entry.pattern: entry for entry in backend if entry.pattern is not None}
         #: Float module classes convert_to_reference_fx swaps for reference modules (the only
         #: modules whose weights FX quantizes).
         self.reference_roots = self.backend.reference_roots
@@ -123,20 +124,19 @@ class _Compiler:
         self.report = Report()
         self._satisfied: dict[tuple[int, int], bool] = {}
         self._observers: dict[int, tuple[str | None, bool]] = {}
+        self._dtype_configs: dict[int, Any] = {}  # each DTypeConfig lowered once
 
     @functools.cached_property
     def op_qconfigs(self) -> dict[Any, Any]:
-        """The QConfig of each op, as ``qconfig_mapping`` gives it (asked only when needed)."""
+        """The QConfig of each op, as ``qconfig_mapping`` gives it for the backend's torch
+        config (asked only when needed)."""
         with quiet():
-            return qconfigs.op_qconfigs(self.backend_config, self.engine, qat=self.qat)
+            return qconfigs.op_qconfigs(lower(self.backend), self.engine, qat=self.qat)
 
     def run(self, *, shared_chains_only: bool = False) -> tuple[Table, Report]:
         """The table and report; with ``shared_chains_only``, of the entries whose chain
         another entry also has (all a conflict can involve, without the others' quantization)."""
-        entries = [
-            _Entry(config, _label(config), qconfigs.pattern_ops(config), facts)
-            for config, facts in zip(self.backend_config.configs, self.backend, strict=True)
-        ]
+        entries = [_Entry(ops_label(ops), ops, facts) for facts, ops in _with_ops(self.backend)]
         if shared_chains_only:
             entries = self.sharing_chains(entries)
         rules: list[Rule] = []
@@ -162,7 +162,7 @@ class _Compiler:
     def graph_inputs_spec(self) -> str | None:
         """The spec of ``graph_inputs`` (version 5): the activation observer of the QConfig its
         dtype config makes (what an entry with that config observes its input with)."""
-        dtype_config = graph_inputs(self.backend_config)
+        dtype_config = self.backend.graph_inputs
         if dtype_config is None:
             return None
         qconfig = qconfigs.qconfig_for(dtype_config)
@@ -216,8 +216,8 @@ class _Compiler:
 
     def traced_chain(self, entry: _Entry) -> tuple[tuple[list, list, list] | None, str]:
         """(chain, where, groups) of the entry's ops as torch.export traces them."""
-        config = entry.config
-        if config.pattern is None and not _linear_complex(config._pattern_complex_format):
+        facts = entry.facts
+        if facts.pattern is None and not _linear_complex(facts.get("pattern_complex_format")):
             return None, "complex-format pattern with MatchAllNode or branches: no chain matcher"
         chain, where, groups = [], [], []
         for index, op in enumerate(entry.ops):
@@ -242,7 +242,8 @@ class _Compiler:
             )
         if self.qat and qat_swap(effective, self.by_pattern) is None:
             return self.float_rule(
-                f"FX QAT swaps it for {_op_label(effective.qat_module)}, which no entry quantizes"
+                f"FX QAT swaps it for {_op_label(effective.get('qat_module'))}, "
+                "which no entry quantizes"
             )
         effective = qat_swap(effective, self.by_pattern) if self.qat else effective
         qconfig = self.op_qconfigs.get(root_op)
@@ -253,21 +254,22 @@ class _Compiler:
                 "the QConfig of its first op satisfies none of its dtype configs"
             )
         act, dynamic = self.observer_spec(qconfig.activation)
-        counts = effective._num_tensor_args_to_observation_type
+        counts = effective.get("num_tensor_args_to_observation_type") or ()
         weight = qconfig.weight is not None and self.weight_quantized(root_op)
         return {
-            "observation": _OBSERVATIONS[effective.observation_type],
-            "by_num_args": tuple((n, _OBSERVATIONS[t]) for n, t in counts.items()),
+            "observation": _OBSERVATIONS[effective.get("observation_type")],
+            "by_num_args": tuple((n, _OBSERVATIONS[t]) for n, t in counts),
             "input": act,
             "output": None if dynamic else act,
             "weight": self.observer_spec(qconfig.weight)[0] if weight else None,
             "reason": "",
         }
 
-    def satisfies(self, qconfig: Any, dtype_config: Any) -> bool:
+    def satisfies(self, qconfig: Any, dtype_config: DTypeConfig) -> bool:
         key = (id(qconfig), id(dtype_config))
         if key not in self._satisfied:
-            self._satisfied[key] = qconfigs.satisfies(qconfig, dtype_config)
+            lowered = lower_dtype_config(dtype_config, self._dtype_configs)
+            self._satisfied[key] = qconfigs.satisfies(qconfig, lowered)
         return self._satisfied[key]
 
     def observer_spec(self, constructor: Any) -> tuple[str | None, bool]:
@@ -302,15 +304,16 @@ class _Compiler:
             "reason": reason,
         }
 
-    def effective_entry(self, entry: _Entry) -> tuple[BackendPatternConfig | None, Any]:
+    def effective_entry(self, entry: _Entry) -> tuple[Entry | None, Any]:
         """(the entry FX quantizes this pattern's nodes with, the op whose QConfig it uses)."""
-        config = entry.config
+        facts = entry.facts
+        fuser = facts.get("fuser_method")
         modules = fuser_modules(entry.ops)
-        if config.fuser_method is None or modules is None:
-            return config, entry.ops[0]
-        fused = (qat_fused_type if self.qat else fused_type)(config.fuser_method, modules)
+        if fuser is None or modules is None:
+            return facts, entry.ops[0]
+        fused = (qat_fused_type if self.qat else fused_type)(fuser.function, modules)
         if fused is None:
-            fused = config.fused_module or entry.ops[0]
+            fused = facts.get("fused_module") or entry.ops[0]
         return self.by_pattern.get(fused), fused
 
     def spec_name(self, observer: Any) -> str | None:
@@ -428,8 +431,12 @@ def _op_label(op: Any) -> str:
     return object_label(op)
 
 
-def _label(config: BackendPatternConfig) -> str:
-    return ops_label(qconfigs.pattern_ops(config))
+def _with_ops(backend: Backend) -> list[tuple[Entry, list[Any]]]:
+    """Each entry with its ops in forward order."""
+    return [
+        (entry, qconfigs.forward_ops(entry.pattern, entry.get("pattern_complex_format")))
+        for entry in backend
+    ]
 
 
 def ops_label(ops: list[Any] | tuple[Any, ...]) -> str:

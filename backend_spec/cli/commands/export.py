@@ -15,6 +15,7 @@ from backend_spec.cli.common import (
     write_spec,
 )
 from backend_spec.cli.options import AllowImport, BackendArg, SchemaRef, app, format_option
+from backend_spec.cli.render.foreign import HeldBack, held_back
 from backend_spec.cli.render.streams import diagnostics, err, fail_usage, note
 from backend_spec.diagnostics import SpecError
 
@@ -58,21 +59,26 @@ def export_command(
     from backend_spec.specfile.schema import SCHEMA_NAME
 
     fmt = output_format(fmt, output)
+    held = HeldBack()
     try:
-        factory = quantizer_factory_of(name)
+        with held_back(held):
+            factory = quantizer_factory_of(name)
+            if factory is not None:
+                models = [probe_model_of(ref) for ref in probe_models or ()]
         if factory is not None:
             check_output_path(output)
-            models = [probe_model_of(ref) for ref in probe_models or ()]
         elif probe_models:
             raise ValueError("--probe-models applies to a pt2e Quantizer, not a BackendConfig")
         chosen = export_base(name, base)
     except ValueError as exc:
+        _note_held(held, name)
         raise fail_usage(str(exc)) from None
     if factory is not None:
         _export_quantizer(
-            factory, backend_name or name_from_ref(name), fmt, models, output, schema_ref
+            factory, backend_name or name_from_ref(name), fmt, models, output, schema_ref, held
         )
         return
+    _note_held(held, name)
     check_output_path(output)
     config = load_ref(name, allow_import).backend_config
     if backend_name is None and not config.name:
@@ -99,17 +105,32 @@ def export_command(
     write_spec(emit(document, fmt, schema_ref or SCHEMA_NAME), output, schema_ref)
 
 
+def _note_held(held: HeldBack, ref: str) -> None:
+    if (line := held.note(ref)) is not None:
+        note(line)
+
+
 def _export_quantizer(
-    factory, name: str, fmt: str, models: list, output: Path | None, schema_ref: str | None
+    factory,
+    name: str,
+    fmt: str,
+    models: list,
+    output: Path | None,
+    schema_ref: str | None,
+    held: HeldBack,
 ) -> None:
-    """Probe, infer and verify; write the spec only when every model and probe matched."""
+    """Probe, infer and verify; write the spec only when every model and probe matched. What
+    the quantizer itself prints meanwhile is held back (``render.foreign``)."""
     from backend_spec.cli.render.quantizer_export import render_refusal, render_summary
     from backend_spec.export.quantizer import export_quantizer
 
     try:
-        result = export_quantizer(factory, name=name, fmt=fmt, probe_models=models)
+        with held_back(held):
+            result = export_quantizer(factory, name=name, fmt=fmt, probe_models=models)
     except ValueError as exc:
         raise fail_usage(str(exc)) from None
+    finally:
+        _note_held(held, name)
     if not result.ok:
         err(render_refusal(result))
         raise typer.Exit(1)

@@ -57,7 +57,7 @@ def dtype_config_labels(compiled: Compiled) -> Any:
     table = DTypeConfigTable()
 
     def name_of(dtype_config: Any) -> str:
-        return compiled.dtype_config_name(dtype_config) or table.name_of(dtype_config)
+        return dtype_config.name or table.name_of(dtype_config)
 
     return name_of
 
@@ -81,7 +81,7 @@ def print_pattern_table(compiled: Compiled) -> None:
             [
                 str(i),
                 config_label(config),
-                " ".join(name_of(dc) for dc in config.dtype_configs),
+                " ".join(name_of(dc) for dc in entry.dtype_configs),
                 modules,
                 observation_type_name(config.observation_type).replace("_", " "),
                 where,

@@ -79,9 +79,14 @@ class QuantizerExport:
 
 def is_quantizer(obj: Any) -> bool:
     """Whether ``obj`` is a torchao pt2e ``Quantizer`` (without importing torchao otherwise)."""
+    return is_quantizer_class(type(obj))
+
+
+def is_quantizer_class(cls: type) -> bool:
+    """Whether ``cls`` is a torchao pt2e ``Quantizer`` class (its own or a subclass)."""
     return any(
-        cls.__name__ == "Quantizer" and cls.__module__.startswith("torchao.quantization.pt2e")
-        for cls in type(obj).__mro__
+        base.__name__ == "Quantizer" and base.__module__.startswith("torchao.quantization.pt2e")
+        for base in cls.__mro__
     )
 
 

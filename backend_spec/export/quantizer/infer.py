@@ -19,15 +19,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from backend_spec._torch import BackendConfig, BackendPatternConfig, DTypeConfig, torch
-from backend_spec.ir.carrier import (
-    ObservedDTypeWithConstraints,
-    set_graph_inputs,
-    set_pt2e_keys,
-)
+from backend_spec._torch import BackendConfig, torch
+from backend_spec.ir import Backend, DTypeConfig, DTypeMapping, Entry, Origin
+from backend_spec.ir.lift import key_of
+from backend_spec.ir.lower import lower
 from backend_spec.pt2e.table import POLICY_VALUES
 
 with __import__("backend_spec.quiet", fromlist=["quiet"]).quiet():
@@ -57,6 +55,16 @@ _OBSERVERS = {
     "PlaceholderObserver": ("placeholder", False),
 }
 _FLOAT_EPS = float(torch.finfo(torch.float32).eps)
+_FLOAT = DTypeMapping(torch.float)
+#: Where an inferred entry comes from (no spec line).
+_INFERRED = Origin("?")
+
+
+def _dtype_config(
+    inp: DTypeMapping, out: DTypeMapping, weight: DTypeMapping, bias: Any, is_dynamic: Any = None
+) -> DTypeConfig:
+    mappings = (("input_dtype", inp), ("output_dtype", out), ("weight_dtype", weight))
+    return DTypeConfig(mappings, bias, is_dynamic)
 
 
 @dataclass
@@ -110,9 +118,9 @@ class _Builder:
     def __init__(self, name: str, common: dict[str, Any] | None) -> None:
         #: The activation qspec most used: what an input shared with its producer gets.
         self.common = common
-        self.backend_config = BackendConfig(name)
-        self.configs: list[tuple[int, BackendPatternConfig, str]] = []
-        self.inferred = Inferred(self.backend_config)
+        self.name = name
+        self.configs: list[tuple[int, Entry, str]] = []
+        self.inferred = Inferred(BackendConfig(name))
         self.seen_chains: set[str] = set()
         #: ATen op -> the behaviour of its own entry (for deciding whether a chain is a fusion).
         self.single_output: dict[str, Any] = {}
@@ -120,20 +128,28 @@ class _Builder:
         self.upstream: set[str] = set()
         #: Ops observed on their own (not shared with the input) when one operand is a number.
         self.own_with_a_scalar: set[str] = set()
+        #: The dtype config every float graph input is observed with (version 5), if any.
+        self.graph_inputs_config: DTypeConfig | None = None
 
     def result(self) -> Inferred:
         """The entries, longer chains first (readable; the pt2e runtime sorts them anyway)."""
-        by_pattern: dict[Any, BackendPatternConfig] = {}
+        by_pattern: dict[Any, Entry] = {}
+        table: dict[Any, Entry] = {}  # pattern key -> entry, a later one in the first's place
         for _length, config, label in sorted(self.configs, key=lambda item: -item[0]):
-            chosen = self.named(config, label, by_pattern)
+            chosen = self.named(config, label, by_pattern, table)
             if chosen is not None:
-                by_pattern[chosen.pattern] = chosen
-                self.backend_config.set_backend_pattern_config(chosen)
+                by_pattern[chosen.pattern] = table[chosen.key] = chosen
+        entries = tuple(table.values())
+        self.inferred.backend_config = lower(Backend(self.name, entries, self.graph_inputs_config))
         return self.inferred
 
     def named(
-        self, config: BackendPatternConfig, label: str, by_pattern: dict[Any, BackendPatternConfig]
-    ) -> BackendPatternConfig | None:
+        self,
+        config: Entry,
+        label: str,
+        by_pattern: dict[Any, Entry],
+        table: dict[Any, Entry],
+    ) -> Entry | None:
         """The entry of a unit outside the packaged table (:data:`.probe.EXTRA_UNITS`) under a
         name whose own trace is no other op, or that op's entry when it quantizes alike (then
         also matching this unit's op; ``None`` is returned); other entries as they are."""
@@ -143,7 +159,9 @@ class _Builder:
         if candidates is None:
             return config
         known = by_pattern.get(config.pattern)
-        if known is not None and _merged(known, config):
+        merged = _merged(known, config) if known is not None else None
+        if merged is not None:
+            by_pattern[merged.pattern] = table[merged.key] = merged
             return None
         for name in candidates:
             pattern = _resolve(name)
@@ -164,8 +182,7 @@ class _Builder:
             self.gap(label, "the quantizer observes some graph inputs, or not all alike")
             return
         mapping = self.mapping(label, "graph input", observed[0])
-        dtype_config = DTypeConfig(input_dtype=mapping, output_dtype=mapping)
-        set_graph_inputs(self.backend_config, dtype_config)
+        self.graph_inputs_config = _dtype_config(mapping, mapping, DTypeMapping(), None)
 
     # --- units --------------------------------------------------------------------------------
 
@@ -245,11 +262,8 @@ class _Builder:
         if act is None and output is None:
             if weight is not None and weight.get("kind") == "observed":
                 # Weight-only: float in and out, the weight quantized (FX's weight-only).
-                only = DTypeConfig(
-                    input_dtype=torch.float,
-                    output_dtype=torch.float,
-                    weight_dtype=self.mapping(label, "weight", weight),
-                    bias_dtype=torch.float,
+                only = _dtype_config(
+                    _FLOAT, _FLOAT, self.mapping(label, "weight", weight), torch.float
                 )
                 self.entry(label, targets, names, only, observation, policy, any_spelling)
             return
@@ -262,7 +276,7 @@ class _Builder:
         input_dtype = self.mapping(label, "input", act)
         output_dtype = input_dtype
         if output is None and act.get("is_dynamic"):
-            output_dtype = torch.float  # dynamic: quantized at run time, the output float
+            output_dtype = _FLOAT  # dynamic: quantized at run time, the output float
         elif output is None:
             # "int8 in, fp32 out": observed only where a consumer quantizes it (X86's anchors).
             policy["output"] = "if_consumer_quantized"
@@ -294,12 +308,12 @@ class _Builder:
             # The quantizer's SharedQuantizationSpec edges: torchao unites the producers'
             # groups with this one (FX's split applies to the spec's own runtime only).
             policy["producers"] = "join"
-        dtype_config = DTypeConfig(
-            input_dtype=input_dtype,
-            output_dtype=output_dtype,
-            weight_dtype=None if weight is None else self.mapping(label, "weight", weight),
-            bias_dtype=None if weight is None else torch.float,
-            is_dynamic=bool(act.get("is_dynamic")) or None,
+        dtype_config = _dtype_config(
+            input_dtype,
+            output_dtype,
+            DTypeMapping() if weight is None else self.mapping(label, "weight", weight),
+            None if weight is None else torch.float,
+            bool(act.get("is_dynamic")) or None,
         )
         self.entry(label, targets, names, dtype_config, observation, policy, any_spelling)
 
@@ -316,16 +330,20 @@ class _Builder:
         """Add the pattern entry (matched through its ATen chain unless spelled exactly)."""
         pattern = names[0] if len(names) == 1 else tuple(names)
         resolved = _resolve(pattern) if any_spelling else _resolve_exact(names)
-        config = BackendPatternConfig(resolved).set_observation_type(observation)
+        values = {
+            "pattern": resolved,
+            "observation_type": observation,
+            "dtype_configs": (dtype_config,),
+            **_reference_modules(resolved),
+        }
         share = ObservationType.OUTPUT_SHARE_OBSERVER_WITH_INPUT
         if observation == share and len(targets) == 1 and targets[0] in self.own_with_a_scalar:
             # x * 0.5 observed on its own, x * y shared: FX's observation by tensor count.
             different = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
-            config._set_num_tensor_args_to_observation_type({1: different, 2: share})
-        _reference_modules(config, resolved)
-        config.set_dtype_configs([dtype_config])
-        aten = [[_alternatives(target) for target in targets]] if any_spelling else None
-        set_pt2e_keys(config, aten, {k: v for k, v in policy.items() if v != _DEFAULTS.get(k)})
+            values["num_tensor_args_to_observation_type"] = ((1, different), (2, share))
+        aten = (tuple(tuple(_alternatives(t)) for t in targets),) if any_spelling else ()
+        chosen = tuple((k, v) for k, v in policy.items() if v != _DEFAULTS.get(k))
+        config = Entry(key_of(resolved), _INFERRED, Entry.ordered(values), aten, chosen)
         self.configs.append((len(targets), config, label))
         self.inferred.entries.append(label)
 
@@ -353,14 +371,14 @@ class _Builder:
         self.gap(label, what)
         return "float"
 
-    def mapping(self, label: str, role: str, qspec: dict[str, Any]) -> Any:
+    def mapping(self, label: str, role: str, qspec: dict[str, Any]) -> DTypeMapping:
         """The constrained dtype (with version 2 observer options) of a qspec."""
         dtype = _SPEC_DTYPES.get(qspec["dtype"])
         if dtype is None:
             self.gap(label, f"its {role} dtype {qspec['dtype']} has no spec dtype")
-            return torch.float
+            return _FLOAT
         if dtype in (torch.float16, torch.bfloat16):
-            return dtype
+            return DTypeMapping(dtype)
         options: dict[str, Any] = {}
         lo, hi = _FULL_RANGE[dtype]
         if qspec.get("quant_min") is not None and qspec["quant_min"] != lo:
@@ -372,10 +390,10 @@ class _Builder:
         if qspec["kind"] == "fixed":
             options["scale_exact_match"] = qspec["scale"]
             options["zero_point_exact_match"] = qspec["zero_point"]
-            return ObservedDTypeWithConstraints(dtype=dtype, **options)
+            return DTypeMapping.of(dtype, options)
         if qspec["kind"] != "observed":
             self.gap(label, f"its {role} qspec is {qspec['kind']}")
-            return ObservedDTypeWithConstraints(dtype=dtype, **options)
+            return DTypeMapping.of(dtype, options)
         kwargs = dict(qspec.get("kwargs") or {})
         eps = kwargs.pop("eps", None)
         if eps is not None and float(eps) > _FLOAT_EPS:
@@ -392,7 +410,7 @@ class _Builder:
         if per_channel or "per_channel" in qscheme:
             options["granularity"] = "per_channel"
             options["ch_axis"] = int(qspec.get("ch_axis") or 0)
-        return ObservedDTypeWithConstraints(dtype=dtype, **options)
+        return DTypeMapping.of(dtype, options)
 
     def gap(self, op: str, what: str) -> None:
         self.inferred.gaps.append(Gap(op, what))
@@ -570,33 +588,24 @@ def _alternatives(target: str) -> list[str]:
     return [target]
 
 
-def _merged(known: BackendPatternConfig, other: BackendPatternConfig) -> bool:
-    """Whether ``other`` (an entry of ``known``'s op name) quantizes as ``known`` does, in which
-    case ``known`` now also matches ``other``'s ATen ops."""
-    (chains, policy), (extra, other_policy) = _pt2e_keys(known), _pt2e_keys(other)
+def _merged(known: Entry, other: Entry) -> Entry | None:
+    """``known`` now also matching ``other``'s ATen ops, when ``other`` (an entry of
+    ``known``'s op name) quantizes as ``known`` does; else None."""
     alike = (
-        known.observation_type == other.observation_type
+        known.get("observation_type") == other.get("observation_type")
         and known.dtype_configs == other.dtype_configs
-        and known.root_module == other.root_module
-        and policy == other_policy
-        and len(chains) == len(extra) == 1
-        and len(chains[0]) == len(extra[0])
+        and known.get("root_module") == other.get("root_module")
+        and dict(known.policy) == dict(other.policy)
+        and len(known.aten) == len(other.aten) == 1
+        and len(known.aten[0]) == len(other.aten[0])
     )
-    if alike:
-        merged = [
-            [*a, *(op for op in b if op not in a)] for a, b in zip(*chains, *extra, strict=True)
-        ]
-        set_pt2e_keys(known, [merged], policy)
-    return alike
-
-
-def _pt2e_keys(config: BackendPatternConfig) -> tuple[list[list[list[str]]], dict[str, str]]:
-    """The ``aten`` chains and policy of an entry inferred so far, read (as every reader does)
-    through the intermediate form."""
-    from backend_spec.ir.lift import lift_entry
-
-    entry = lift_entry(config)
-    return [[list(alts) for alts in chain] for chain in entry.aten], dict(entry.policy)
+    if not alike:
+        return None
+    merged = tuple(
+        (*a, *(op for op in b if op not in a))
+        for a, b in zip(known.aten[0], other.aten[0], strict=True)
+    )
+    return replace(known, aten=(merged,))
 
 
 def _traces_to(pattern: Any) -> str | None:
@@ -610,11 +619,13 @@ def _traces_to(pattern: Any) -> str | None:
     return chain[0][0] if len(chain) == 1 else "..."
 
 
-def _renamed(config: BackendPatternConfig, pattern: Any) -> BackendPatternConfig:
-    renamed = BackendPatternConfig(pattern).set_observation_type(config.observation_type)
-    renamed.set_dtype_configs(config.dtype_configs)
-    set_pt2e_keys(renamed, *_pt2e_keys(config))
-    return renamed
+def _renamed(config: Entry, pattern: Any) -> Entry:
+    values = {
+        "pattern": pattern,
+        "observation_type": config.get("observation_type"),
+        "dtype_configs": config.dtype_configs,
+    }
+    return replace(config, key=key_of(pattern), fields=Entry.ordered(values))
 
 
 def _resolve(pattern: Any) -> Any:
@@ -627,21 +638,23 @@ def _resolve(pattern: Any) -> Any:
     return resolve_name(functional_name(pattern))
 
 
-def _reference_modules(config: BackendPatternConfig, op: Any) -> None:
+def _reference_modules(op: Any) -> dict[str, Any]:
     """A module op keeps its weight quantized only with a root and reference module (FX swaps
     the module; the pt2e rule follows FX): take them from torch's native backend. A module
     chain (spelled with its modules) is rooted at its first module."""
     if isinstance(op, tuple):
         op = op[0]
     if not isinstance(op, type):
-        return
+        return {}
     from backend_spec.names.vocabulary import builtin_backend_config
 
     for known in builtin_backend_config("native").configs:
         if known.pattern is op and known.reference_quantized_module is not None:
-            config.set_root_module(known.root_module)
-            config.set_reference_quantized_module(known.reference_quantized_module)
-            return
+            return {
+                "root_module": known.root_module,
+                "reference_quantized_module": known.reference_quantized_module,
+            }
+    return {}
 
 
 def _resolve_exact(names: list[str]) -> Any:

@@ -9,21 +9,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from backend_spec.export.quantizer import is_quantizer, quantizer_factory
+from backend_spec.export.quantizer import is_quantizer, is_quantizer_class, quantizer_factory
 from backend_spec.names.importer import call_ref, import_ref, split_ref
 from backend_spec.names.vocabulary import BUILTIN_BACKENDS
 
 
 def quantizer_factory_of(ref: str) -> Callable[[], Any] | None:
     """A factory of fresh Quantizers when ``ref`` is ``module:attr`` naming a torchao pt2e
-    Quantizer or a zero-argument function returning one; None for anything else (a spec, a
+    Quantizer, a zero-argument function returning one, or a Quantizer class whose constructor
+    needs no arguments; None for anything else (a spec, a
     built-in, a BackendConfig), which export handles as a BackendConfig."""
     if ref in BUILTIN_BACKENDS or Path(ref).is_file() or not split_ref(ref):
         return None
     obj = import_ref(ref)
     if is_quantizer(obj):
         return quantizer_factory(obj)
-    if callable(obj) and not isinstance(obj, type) and is_quantizer(call_ref(obj, ref)):
+    if isinstance(obj, type):  # a Quantizer class built with no arguments is a factory too
+        return obj if is_quantizer_class(obj) and is_quantizer(call_ref(obj, ref)) else None
+    if callable(obj) and is_quantizer(call_ref(obj, ref)):
         return obj
     return None
 

@@ -33,10 +33,10 @@ CODE = codes.ATEN_CHAIN_CONFLICT
 def check(context: LintContext) -> Iterator[Problem]:
     from backend_spec.pt2e.rules import chain_conflicts, ops_label
 
-    if context.backend_config is None:
+    if context.backend is None:
         return
     by_label = {ops_label(e.ops): e for e in context.entries if e.ops is not None}
-    for label, first, chain in chain_conflicts(context.backend_config):
+    for label, first, chain in chain_conflicts(context.backend):
         entry = by_label.get(label)
         if entry is None:  # the later entry comes from the extends base
             continue

@@ -34,7 +34,7 @@ CODE = codes.DEAD_FUSION
 
 def check(context: LintContext) -> Iterator[Problem]:
     for entry in context.entries:
-        fused = context.module(entry.model.fused_module)
+        fused = entry.name("fused_module")
         if fused is None or entry.model.fuser_method is None:
             continue
         if fused in context.quantized_ops:

@@ -30,7 +30,7 @@ def check(context: LintContext) -> Iterator[Problem]:
         fuser = entry.model.fuser_method
         if not isinstance(fuser, FunctionForm) or fuser.sequential is None:
             continue
-        built = context.module(fuser.sequential)
+        built = entry.name("fuser_method", "sequential")
         if built is None:
             continue
         path = (*entry.path, "fuser_method", "sequential")
@@ -41,7 +41,7 @@ def check(context: LintContext) -> Iterator[Problem]:
                 f"add 'fused_module: {fuser.sequential}'",
             )
             continue
-        named = context.module(entry.model.fused_module)
+        named = entry.name("fused_module")
         if named is not None and named is not built:
             yield Problem(
                 path,

@@ -49,7 +49,7 @@ def _reason(context: LintContext, entry: PatternEntry, use: DTypeUse) -> str:
     if not (fixed_output or _fixed(model.input_dtype) or _fixed(model.weight_dtype)):
         return ""
     label = entry.label
-    root = context.module(entry.model.root_module) or entry.root_op
+    root = entry.name("root_module") or entry.root_op
     if is_weighted_op(root):
         return f"fixed qparams on weighted op {label}: its output range depends on its weights"
     if _fixed(model.weight_dtype):

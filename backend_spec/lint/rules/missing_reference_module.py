@@ -27,7 +27,7 @@ CODE = codes.MISSING_REFERENCE_MODULE
 def check(context: LintContext) -> Iterator[Problem]:
     reported: set[type] = set()
     for entry in context.entries:
-        root = context.module(entry.model.root_module)
+        root = entry.name("root_module")
         if root is None or not is_weighted_module(root) or root in context.reference_roots:
             continue
         if root in reported:

@@ -50,7 +50,7 @@ def _bias_matches(model: DTypeConfigModel) -> bool:
 def check(context: LintContext) -> Iterator[Problem]:
     seen: set[object] = set()  # a config is reported once, for its first weighted use
     for entry in context.entries:
-        root = context.module(entry.model.root_module) or entry.root_op
+        root = entry.name("root_module") or entry.root_op
         if not is_weighted_op(root):
             continue
         for use in context.dtype_uses(entry):

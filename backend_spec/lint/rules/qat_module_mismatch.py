@@ -30,27 +30,27 @@ CODE = codes.QAT_MODULE_MISMATCH
 
 def check(context: LintContext) -> Iterator[Problem]:
     for entry in context.entries:
-        qat = context.module(entry.model.qat_module)
+        qat = entry.name("qat_module")
         if qat is None:
             continue
-        message = _mismatch(context, entry, qat)
+        message = _mismatch(entry, qat)
         if message:
-            yield Problem((*entry.path, "qat_module"), message, _hint(context, entry))
+            yield Problem((*entry.path, "qat_module"), message, _hint(entry))
 
 
-def _expected_float(context: LintContext, entry: PatternEntry) -> type | None:
-    fused = context.module(entry.model.fused_module)
+def _expected_float(entry: PatternEntry) -> type | None:
+    fused = entry.name("fused_module")
     if fused is not None:
         return fused
     return entry.single if is_module_class(entry.single) else None
 
 
-def _mismatch(context: LintContext, entry: PatternEntry, qat: type) -> str:
+def _mismatch(entry: PatternEntry, qat: type) -> str:
     name = object_label(qat)
     if is_quantized_module(qat):
         return f"qat_module {name} is a quantized module, not a QAT module"
-    root = context.module(entry.model.root_module)
-    expected = _expected_float(context, entry)
+    root = entry.name("root_module")
+    expected = _expected_float(entry)
     if qat is expected or (qat is root and not float_modules_of(qat)):
         return f"qat_module {name} is the float module itself, not its QAT form"
     if root is not None and not issubclass(qat, root) and not _converts_itself(qat):
@@ -90,10 +90,10 @@ def _converts_itself(qat: type) -> bool:
     return callable(getattr(qat, "from_float", None)) and callable(getattr(qat, "to_float", None))
 
 
-def _hint(context: LintContext, entry: PatternEntry) -> str:
+def _hint(entry: PatternEntry) -> str:
     from backend_spec._torch import torch
 
-    expected = _expected_float(context, entry)
+    expected = _expected_float(entry)
     if expected is None:
         return "use the QAT class of the pattern's module"
     for namespace, alias in (

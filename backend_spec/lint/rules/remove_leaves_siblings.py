@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from backend_spec import codes
+from backend_spec.ir import Entry
 from backend_spec.lint.context import LintContext, Problem
-from backend_spec.names.labels import config_label, object_label
-from backend_spec.names.resolver import Kind
+from backend_spec.names.labels import object_label, patterns_label
 
 CODE = codes.REMOVE_LEAVES_SIBLINGS
 
@@ -39,31 +39,30 @@ def _leaves(pattern: Any) -> list[Any]:
     return [pattern]
 
 
-def _siblings(removed: Any, configs: list[Any]) -> list[str]:
+def _siblings(removed: Any, entries: tuple[Entry, ...]) -> list[str]:
     """Patterns left in the backend that hold another form of ``removed`` or chain it."""
     twin = _twin_name(removed)
     found = []
-    for config in configs:
-        pattern = config.pattern if config.pattern is not None else config._pattern_complex_format
-        leaves = _leaves(pattern)
+    for entry in entries:
+        complex_format = entry.get("pattern_complex_format")
+        leaves = _leaves(entry.pattern if entry.pattern is not None else complex_format)
         chained = len(leaves) > 1 and any(leaf is removed for leaf in leaves)
         other_form = any(leaf is not removed and _twin_name(leaf) == twin for leaf in leaves)
         if twin and (chained or other_form):
-            found.append(config_label(config))
+            found.append(patterns_label(entry.pattern, complex_format))
     return found
 
 
 def check(context: LintContext) -> Iterator[Problem]:
-    if context.backend_config is None:
+    if context.backend is None:
         return
-    configs = list(context.backend_config.configs)
     for i, ref in enumerate(context.spec.remove):
         if not isinstance(ref, str):
             continue
-        removed = context.lookup(ref, Kind.OP)
+        removed = context.name("remove", i)
         if removed is None:
             continue
-        left = _siblings(removed, configs)
+        left = _siblings(removed, context.backend.entries)
         if left:
             shown = ", ".join(left[:_SHOWN]) + (
                 f" and {len(left) - _SHOWN} more" if len(left) > _SHOWN else ""

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from backend_spec import codes
-from backend_spec.lint.context import LintContext, Problem
+from backend_spec.lint.context import LintContext, PatternEntry, Problem
 from backend_spec.lint.ops import is_quantized_module
 from backend_spec.names.labels import object_label
 from backend_spec.names.vocabulary import METHOD_PREFIX
@@ -31,7 +31,7 @@ def check(context: LintContext) -> Iterator[Problem]:
         model = entry.model
         value = model.pattern if model.pattern is not None else model.pattern_complex_format
         for path, name in _names(entry.pattern_path, value):
-            problem = _problem(context, path, name)
+            problem = _problem(entry, path, name)
             if problem is not None:
                 yield problem
 
@@ -44,7 +44,7 @@ def _names(path: KeyPath, value: Any) -> Iterator[tuple[KeyPath, str]]:
             yield from _names((*path, i), item)
 
 
-def _problem(context: LintContext, path: KeyPath, name: str) -> Problem | None:
+def _problem(entry: PatternEntry, path: KeyPath, name: str) -> Problem | None:
     from backend_spec._torch import torch
 
     if name.startswith(METHOD_PREFIX):
@@ -56,7 +56,7 @@ def _problem(context: LintContext, path: KeyPath, name: str) -> Problem | None:
                 "check the spelling of the method",
             )
         return None
-    op = context.lookup(name)
+    op = entry.name(*path[len(entry.path) :])  # as the compiler resolved it
     if is_quantized_module(op):
         return Problem(
             path,

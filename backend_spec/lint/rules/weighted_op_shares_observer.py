@@ -25,7 +25,7 @@ def check(context: LintContext) -> Iterator[Problem]:
     for entry in context.entries:
         if entry.model.observation_type != "output_share_observer_with_input":
             continue
-        root = context.module(entry.model.root_module) or entry.root_op
+        root = entry.name("root_module") or entry.root_op
         if is_weighted_op(root):
             yield Problem(
                 (*entry.path, "observation_type"),
