@@ -506,6 +506,8 @@ def _odd():
         ("upstream_quantizer", "input_observer: upstream", 5),
         ("join_quantizer", "producers: join", 5),
         ("fixed_observer_quantizer", "scale_exact_match: 0.00390625", 2),
+        ("borrowed_input_quantizer", "input_observer: upstream_only", 5),
+        ("borrowed_input_quantizer", "1: output_use_different_observer_as_input", 5),
     ],
 )
 def test_enn_style_quantizers_export_and_match_unseen_models(tmp_path, factory, written, version):
@@ -685,11 +687,11 @@ def _pythonpath() -> str:
 DELEGATE_REFUSALS = {
     "qnn": "QnnQuantizer observes its int32 bias on its own (MinMaxObserver), quantizes "
     "layer_norm's weight and leaky_relu's slope, and shares cat/chunk groups the spec splits",
-    "samsung": "EnnQuantizer (12 ops left after spec_version 5) fuses conv/linear + hardtanh "
-    "only when min_val == 0, gives softmax an input edge from the nearest quantized op while "
-    "its own stays float, stops sharing add after add or dropout, observes layer_norm's and "
-    "group_norm's weights, and observes sigmoid's input after a float op with the activation "
-    "qspec while its fixed-qparams output (a plain QuantizationSpec) joins a mul's group",
+    "samsung": "EnnQuantizer (9 ops left after spec_version 5) fuses conv/linear + hardtanh "
+    "only when min_val == 0 (no argument condition), stops sharing add after add or dropout, "
+    "observes layer_norm's and group_norm's weights, and observes sigmoid's input after a "
+    "float op with the activation qspec while its fixed-qparams output (a plain "
+    "QuantizationSpec) joins a mul's group",
     "arm_tosa": "TOSAQuantizer decomposes ops in transform_for_annotation, which a spec "
     "cannot do (its derived int32 bias is bias_qspec: derived_narrow)",
     "cortex_m": "CortexMQuantizer fails on the cat model by itself and annotates beyond what "

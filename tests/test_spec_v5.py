@@ -346,6 +346,94 @@ def test_upstream_is_inferred_from_the_gap_probes() -> None:
     assert _upstream_readers(probed) == {"aten.linear.default", "aten.flatten.using_ints"}
 
 
+SOFTMAX_SPEC = """\
+spec_version: 5
+name: borrowed
+dtype_configs:
+  act:
+    input_dtype: {{dtype: qint8, observer: minmax}}
+    output_dtype: {{dtype: qint8, observer: minmax}}
+  weighted:
+    input_dtype: {{dtype: qint8, observer: minmax}}
+    output_dtype: {{dtype: qint8, observer: minmax}}
+    weight_dtype: {{dtype: qint8, qscheme: symmetric}}
+patterns:
+  - pattern: F.linear
+    dtype_configs: [weighted]
+  - pattern: F.softmax
+    dtype_configs: [act]
+    aten: [[aten.softmax.int]]
+    input_observer: {value}
+"""
+
+
+class _Softmaxes(torch.nn.Module):
+    """softmax of a graph input (z), of a linear, and of sin(linear)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(8, 8))
+
+    def forward(self, x: torch.Tensor, z: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        f = torch.nn.functional
+        y = f.linear(x, self.weight)
+        return f.softmax(z, -1), f.softmax(y, -1), f.softmax(torch.sin(y), -1)
+
+
+@pytest.mark.parametrize("value", ["upstream_only", "upstream", "own"])
+def test_upstream_only_never_gives_the_input_an_observer_of_its_own(
+    tmp_path: Path, value: str
+) -> None:
+    """``upstream_only``: z (a graph input, not observed) stays float, the linear's output is
+    shared, sin stays float (the edge comes from the linear); ``upstream`` observes sin's
+    edge with the linear's observer; ``own`` gives z and sin observers of their own."""
+    path = tmp_path / "softmax.yaml"
+    path.write_text(SOFTMAX_SPEC.format(value=value))
+    torch.manual_seed(0)
+    args = (torch.randn(2, 8), torch.randn(2, 8))
+    exported = torch.export.export(_Softmaxes().eval(), args).module()
+    prepared = prepare_pt2e(exported, backend_spec.quantizer(path))
+    prepared(*args)
+    found = {}
+    for node in prepared.graph.nodes:
+        for user in node.users:
+            if "activation_post_process" in str(user.target):
+                found[node.name] = getattr(prepared, user.target)
+    observed = {name for name in found if name in ("z", "linear", "sin")}
+    expected = {
+        "upstream_only": {"linear"},
+        "upstream": {"linear", "z", "sin"},
+        "own": {"linear", "z", "sin"},
+    }[value]
+    assert observed == expected
+    if value == "upstream":
+        assert found["sin"] is found["linear"]
+    if value == "own":
+        assert found["sin"] is not found["linear"]
+
+
+def test_a_single_op_with_only_an_output_qspec_borrows_its_input() -> None:
+    from backend_spec.export.quantizer.infer import _borrows_input
+
+    observed = {"kind": "observed", "dtype": "int8"}
+    assert _borrows_input(["aten.softmax.int"], observed)
+    assert not _borrows_input(["aten.conv3d.default", "aten.relu.default"], observed)
+    assert not _borrows_input(["aten.softmax.int"], {"kind": "shared", "with": "input:0"})
+    assert not _borrows_input(["aten.softmax.int"], None)
+
+
+@pytest.mark.parametrize("qat", [False, True])
+def test_graph_inputs_is_a_spec_of_the_rule_table_ptq_and_qat(tmp_path: Path, qat: bool) -> None:
+    from backend_spec.pt2e.rules import compile_table
+
+    table, _report = compile_table(backend_spec.load(_spec(tmp_path)), qat=qat)
+    spec = table["specs"][table["graph_inputs"]]
+    assert (spec["dtype"], spec["observer"]) == ("int8", "MinMaxObserver")
+    assert ("fake_quant" in spec) is qat
+    plain, _report = compile_table(backend_spec.load(_policy_spec(tmp_path)), qat=qat)
+    assert "graph_inputs" not in plain  # older tables are unchanged
+
+
 SHARING_SPEC = """\
 spec_version: {version}
 name: sharing

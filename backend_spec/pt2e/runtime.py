@@ -542,6 +542,7 @@ class _Annotator:
                 self.annotate_output(last, rule, observation, (upstream, first))
                 return
         root = None
+        first_in = inputs[0] if inputs else None
         if observation == "share":
             # The group's root is an already observed input if there is one: torchao creates
             # a shared observer where the group first appears in graph order, so that place
@@ -555,7 +556,9 @@ class _Annotator:
                 root = min(observed, key=lambda arg: order.get(arg, -1))
             inputs = [root, *(arg for arg in inputs if arg is not root)]
         for arg in inputs:
-            if root is None:
+            if root is None and rule.policy.input_observer == "upstream_only" and arg is first_in:
+                self.annotate_borrowed_input(qspec_map, rule.policy, arg, inputs, in_dtype)
+            elif root is None:
                 upstream = self.upstream(rule.policy, arg, inputs)
                 if upstream is None:
                     self.annotate_input(qspec_map, arg, rule.input, in_dtype)
@@ -581,7 +584,7 @@ class _Annotator:
         """``input_observer: upstream``: for the first input, read from an op whose output is
         not observed, the nearest observed op up the chain of first arguments (``None``: a
         graph input or nothing observed that way)."""
-        if policy.input_observer != "upstream" or arg is not inputs[0] or arg in self.observed:
+        if policy.input_observer == "own" or arg is not inputs[0] or arg in self.observed:
             return None
         node = arg
         for _ in range(_MAX_UPSTREAM):
@@ -592,6 +595,19 @@ class _Annotator:
             first = node.args[0] if node.args else None
             node = first[0] if isinstance(first, (list, tuple)) and first else first
         return None
+
+    def annotate_borrowed_input(
+        self, qspec_map: dict, policy: Policy, arg: Any, inputs: list, dtype: str | None
+    ) -> None:
+        """``input_observer: upstream_only``: the producer's observer when it has one of this
+        dtype, else the upstream op's through an edge from it (``arg``'s own edge stays
+        float), else nothing."""
+        if self.observed.get(arg) == dtype and dtype is not None:
+            qspec_map[arg] = SharedQuantizationSpec(arg)
+            return
+        upstream = self.upstream(policy, arg, inputs)
+        if upstream is not None:
+            qspec_map[upstream] = SharedQuantizationSpec(upstream)
 
     def annotate_input(self, qspec_map: dict, arg: Any, name: str, dtype: str | None) -> None:
         if dtype is not None and self.observed.get(arg) == dtype and self.reuses(arg, name):

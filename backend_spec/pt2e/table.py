@@ -48,7 +48,10 @@ class Policy:
       no rule observes), as EnnQuantizer's conv and linear do; a graph input or nothing
       observed upstream: the input's own observer. A ``share`` rule with one input joins
       that op's group with its output instead, through an edge from it (its own input edge
-      stays unobserved), as EnnQuantizer's view ops do.
+      stays unobserved), as EnnQuantizer's view ops do. ``upstream_only``: the first input
+      never gets an observer of its own: an observed producer's, else the upstream op's
+      through an edge from it (the input edge stays float), else none (EnnQuantizer's
+      softmax).
     * ``producers``: ``split`` (FX: a ``share`` rule takes over the output observers of the
       producers of its other inputs, splitting them from their own input groups), or
       (spec_version 5) ``join``: the producers keep their groups and torchao unites them all
@@ -77,7 +80,7 @@ POLICY_VALUES: dict[str, tuple[str, ...]] = {
     "scalars": ("keep", "tensor"),
     "consumers": ("any", "quantizing"),
     "bias_qspec": ("float", "derived", "derived_narrow"),
-    "input_observer": ("own", "upstream"),
+    "input_observer": ("own", "upstream", "upstream_only"),
     "producers": ("split", "join"),
 }
 

@@ -603,13 +603,15 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
         "(TOSA's symmetric range).",
         json_schema_extra=_V4,
     )
-    input_observer: Literal["own", "upstream"] | None = Field(
+    input_observer: Literal["own", "upstream", "upstream_only"] | None = Field(
         None,
         description="pt2e (version 5): the first input's own observer (default), or upstream: "
         "read from an op whose output is not observed, it shares the observer of the nearest "
         "observed op up the chain of first arguments (EnnQuantizer's conv and linear); an "
         "output_share_observer_with_input entry with one input joins that op's group with its "
-        "output instead, its input left unobserved (EnnQuantizer's view ops).",
+        "output instead, its input left unobserved (EnnQuantizer's view ops); upstream_only: "
+        "never an observer of its own on that input, only a producer's or, through an edge "
+        "from it, the upstream op's (EnnQuantizer's softmax).",
         json_schema_extra=_V5,
     )
     producers: Literal["split", "join"] | None = Field(

@@ -109,6 +109,7 @@ def infer(
     builder = _Builder(name, _common_activation(probed))
     builder.graph_inputs(list(graph_inputs))
     builder.upstream = _upstream_readers(probed)
+    builder.own_with_a_scalar = _own_with_a_scalar(probed)
     fusions = []
     spellings: dict[str, list[str]] = {}
     for key, names in unit_names.items():
@@ -139,6 +140,8 @@ class _Builder:
         self.single_output: dict[str, Any] = {}
         #: First ops whose input shares the observer of the nearest observed op upstream.
         self.upstream: set[str] = set()
+        #: Ops observed on their own (not shared with the input) when one operand is a number.
+        self.own_with_a_scalar: set[str] = set()
         #: The dtype config every float graph input is observed with (version 5), if any.
         self.graph_inputs_config: DTypeConfig | None = None
 
@@ -279,7 +282,10 @@ class _Builder:
                 )
                 self.entry(label, targets, names, only, observation, policy, any_spelling)
             return
-        if act is None or act.get("kind") == "shared":
+        borrows = (act is None or act.get("kind") == "shared") and _borrows_input(targets, output)
+        if borrows:  # the input only ever shares another op's observer: softmax
+            act = output
+        elif act is None or act.get("kind") == "shared":
             self.gap(label, "its activation input is not quantized with a qspec of its own")
             return
         input_dtype = self.mapping(label, "input", act)
@@ -306,7 +312,9 @@ class _Builder:
                 self.gap(label, f"input {position} has another qspec than input {act_position}")
         if weight is not None and bias is not None:
             policy["bias_qspec"] = self.bias(label, bias, act_position)
-        if len(targets) == 1 and targets[0] in self.upstream:
+        if borrows:
+            policy["input_observer"] = "upstream_only"
+        elif len(targets) == 1 and targets[0] in self.upstream:
             policy["input_observer"] = "upstream"
         if (
             observation == ObservationType.OUTPUT_SHARE_OBSERVER_WITH_INPUT
@@ -343,6 +351,11 @@ class _Builder:
             "dtype_configs": (dtype_config,),
             **_reference_modules(resolved),
         }
+        share = ObservationType.OUTPUT_SHARE_OBSERVER_WITH_INPUT
+        if observation == share and len(targets) == 1 and targets[0] in self.own_with_a_scalar:
+            # x * 0.5 observed on its own, x * y shared: FX's observation by tensor count.
+            different = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
+            values["num_tensor_args_to_observation_type"] = ((1, different), (2, share))
         aten = (tuple(tuple(_alternatives(t)) for t in targets),) if any_spelling else ()
         chosen = tuple((k, v) for k, v in policy.items() if v != _DEFAULTS.get(k))
         config = Entry(key_of(resolved), _INFERRED, Entry.ordered(values), aten, chosen)
@@ -521,6 +534,25 @@ def _common_activation(probed: dict[str, Any]) -> dict[str, Any] | None:
                         text = json.dumps(qspec, sort_keys=True)
                         counts[text] = counts.get(text, 0) + 1
     return json.loads(max(counts, key=counts.__getitem__)) if counts else None
+
+
+def _borrows_input(targets: list[str], output: dict[str, Any] | None) -> bool:
+    """Whether a single op with no qspec of its own on its input but an observed output is an
+    ``input_observer: upstream_only`` entry (a chain's first op without one is a gap)."""
+    return len(targets) == 1 and output is not None and output.get("kind") == "observed"
+
+
+def _own_with_a_scalar(probed: dict[str, Any]) -> set[str]:
+    """Binary ops whose scalar variant (``x * 0.5``, probed alone) has an output observed with
+    a qspec of its own (the tensor form may share its input's)."""
+    found = set()
+    for key, unit in (probed.get("alone") or {}).items():
+        ops = unit.get("ops", [])
+        if key.endswith("#scalar") and len(ops) == 1:
+            output = ops[0]["output"]
+            if output is not None and output.get("kind") == "observed":
+                found.add(ops[0]["target"])
+    return found
 
 
 def _upstream_readers(probed: dict[str, Any]) -> set[str]:
