@@ -467,18 +467,23 @@ def test_own_quantizer_with_fixed_and_shared_qspecs_round_trips(tmp_path):
     text = out.read_text()
     assert "scale_exact_match" in text and "output_share_observer_with_input" in text
     assert "input_sharing: qspec" in text
-    # resnet18_net is test_in_place_twins_the_quantizer_leaves_out_are_a_known_gap's.
-    assert _matches(out, odd.odd_quantizer, "resnet18_net") == []
+    assert _matches(out, odd.odd_quantizer, *ODD_GAP_MODELS) == []
+
+
+#: The unseen models on which the own quantizer's spec still differs (the next test says why).
+ODD_GAP_MODELS = ("resnet18_net", "policies")
 
 
 @pytest.mark.slow
 @pytest.mark.xfail(
     strict=True,
-    reason="OddQuantizer annotates aten.add.Tensor and aten.relu.default but not their in-place "
-    "twins (add_, relu_), which the probes do not write apart: the spec's entries match both, "
-    "so resnet18_net's in-place residual adds differ",
+    reason="OddQuantizer annotates add and relu but not their in-place twins (add_, relu_), "
+    "which the probes do not write apart (resnet18_net's residual adds); and a max_pool2d "
+    "after its fixed-qparams sigmoid joins the fixed group through its SharedQuantizationSpec, "
+    "where the spec's sharing rule observes anew (policies): no probe puts a sharing op after "
+    "a fixed one",
 )
-def test_in_place_twins_the_quantizer_leaves_out_are_a_known_gap(tmp_path):
+def test_the_own_quantizers_known_gaps(tmp_path):
     from backend_spec.export.quantizer import export_quantizer
 
     odd = _odd()
@@ -486,7 +491,8 @@ def test_in_place_twins_the_quantizer_leaves_out_are_a_known_gap(tmp_path):
     assert result.ok
     out = tmp_path / "odd.yaml"
     out.write_text(result.text, encoding="utf-8")
-    assert _matches(out, odd.odd_quantizer, *(n for n, _ in _hidden_models("resnet18_net"))) == []
+    others = [name for name, _ in _hidden_models(*ODD_GAP_MODELS)]
+    assert _matches(out, odd.odd_quantizer, *others) == []
 
 
 def _odd():

@@ -443,6 +443,27 @@ def _is_float_tensor(node: Any) -> bool:
     return isinstance(value, torch.Tensor) and value.is_floating_point()
 
 
+#: What torchao's implicit sharing compares between an input's qspec and its producer's
+#: output qspec (``prepare._union_input_edge_with``): not the observer class.
+_SHARING_ATTRIBUTES = (
+    "dtype",
+    "is_dynamic",
+    "quant_min",
+    "quant_max",
+    "qscheme",
+    "ch_axis",
+    "scale",
+    "zero_point",
+)
+
+
+def _same_attribute(a: Any, b: Any, attr: str) -> bool:
+    """torchao's ``_has_same_attr``: equal where both have it, or neither has it."""
+    if hasattr(a, attr) and hasattr(b, attr):
+        return getattr(a, attr) == getattr(b, attr)
+    return not hasattr(a, attr) and not hasattr(b, attr)
+
+
 def _argument_names(node: torch.fx.Node) -> list[str]:
     schema = getattr(node.target, "_schema", None)
     return [argument.name for argument in schema.arguments] if schema is not None else []
@@ -617,13 +638,16 @@ class _Annotator:
 
     def reuses(self, arg: Any, name: str) -> bool:
         """Whether an input of spec ``name`` reuses the observer of ``arg``'s output (of its
-        dtype): always under ``input_sharing: dtype`` (FX); under ``qspec`` only when that
-        observer was made with the same spec (torchao unites equal qspecs only, so an input
-        after a fixed-qparams output is observed again). A rule's fixed spec is its output's
-        (FX's one activation observer), never an input's: such an input still reuses."""
-        if self.quantizer.input_sharing != "qspec" or self.output_spec.get(arg) == name:
+        dtype): always under ``input_sharing: dtype`` (FX); under ``qspec`` only when the two
+        specs agree on what torchao compares (:data:`_SHARING_ATTRIBUTES`: so an input after
+        a fixed-qparams output is observed again). A rule's fixed spec is its output's (FX's
+        one activation observer), never an input's: such an input still reuses."""
+        if self.quantizer.input_sharing != "qspec" or arg not in self.output_spec:
             return True
-        return self.quantizer.table_spec(name).get("kind") == "fixed"
+        if self.quantizer.table_spec(name).get("kind") == "fixed":
+            return True
+        ours, theirs = self.quantizer.spec(name), self.quantizer.spec(self.output_spec[arg])
+        return all(_same_attribute(ours, theirs, attr) for attr in _SHARING_ATTRIBUTES)
 
     def annotate_extra_inputs(self, match: Match, name: str, dtype: str | None) -> None:
         """``extra_inputs: quantized``: the later ops' inputs other than the chain link."""

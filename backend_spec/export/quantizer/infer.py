@@ -67,20 +67,6 @@ def _dtype_config(
     return DTypeConfig(mappings, bias, is_dynamic)
 
 
-def _input_sharing(entries: tuple[Entry, ...]) -> str | None:
-    """``qspec`` when the quantized outputs do not all have one qspec (fixed qparams beside an
-    observer, two observers): the quantizer's annotations go through torchao, which observes
-    a consumer's input again where its qspec is not the producer's, and FX's rule (reuse any
-    observer of the same dtype, the spec's default) would differ there. None otherwise."""
-    outputs = {
-        dtype_config.mapping("output_dtype")
-        for entry in entries
-        for dtype_config in entry.get("dtype_configs") or ()
-        if dtype_config.mapping("output_dtype").dtype in _FULL_RANGE
-    }
-    return "qspec" if len(outputs) > 1 else None
-
-
 @dataclass
 class Gap:
     """Something about one ATen op the format cannot say (what the report names)."""
@@ -154,8 +140,7 @@ class _Builder:
             if chosen is not None:
                 by_pattern[chosen.pattern] = table[chosen.key] = chosen
         entries = tuple(table.values())
-        backend = Backend(self.name, entries, self.graph_inputs_config, _input_sharing(entries))
-        self.inferred.backend_config = lower(backend)
+        self.inferred.backend_config = lower(Backend(self.name, entries, self.graph_inputs_config))
         return self.inferred
 
     def named(
