@@ -17,22 +17,34 @@ pytest.importorskip("torchao")
 
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e  # noqa: E402
 
-GRAPH_INPUTS_SPEC = """\
-spec_version: {version}
-name: inputs
+#: The dtype configs every spec below starts from: int8 activations, and int8 per-tensor
+#: weights beside them.
+DTYPE_CONFIGS = """\
 dtype_configs:
   act:
-    input_dtype: {{dtype: qint8, observer: minmax}}
-    output_dtype: {{dtype: qint8, observer: minmax}}
+    input_dtype: {dtype: qint8, observer: minmax}
+    output_dtype: {dtype: qint8, observer: minmax}
   weighted:
-    input_dtype: {{dtype: qint8, observer: minmax}}
-    output_dtype: {{dtype: qint8, observer: minmax}}
-    weight_dtype: {{dtype: qint8, qscheme: symmetric}}
+    input_dtype: {dtype: qint8, observer: minmax}
+    output_dtype: {dtype: qint8, observer: minmax}
+    weight_dtype: {dtype: qint8, qscheme: symmetric}
+"""
+#: The same, for the specs filled in with ``str.format``.
+_DTYPE_CONFIGS_TEMPLATE = DTYPE_CONFIGS.replace("{", "{{").replace("}", "}}")
+
+GRAPH_INPUTS_SPEC = (
+    """\
+spec_version: {version}
+name: inputs
+"""
+    + _DTYPE_CONFIGS_TEMPLATE
+    + """\
 graph_inputs: {graph_inputs}
 patterns:
   - pattern: F.linear
     dtype_configs: [weighted]
 """
+)
 
 
 def _spec(tmp_path: Path, version: int = 5, graph_inputs: str = "act") -> Path:
@@ -171,17 +183,13 @@ def test_graph_inputs_are_inferred_when_every_float_input_is_observed_alike() ->
 
 # --- pattern keys: input_observer, producers -------------------------------------------------
 
-POLICY_SPEC = """\
+POLICY_SPEC = (
+    """\
 spec_version: {version}
 name: policies
-dtype_configs:
-  act:
-    input_dtype: {{dtype: qint8, observer: minmax}}
-    output_dtype: {{dtype: qint8, observer: minmax}}
-  weighted:
-    input_dtype: {{dtype: qint8, observer: minmax}}
-    output_dtype: {{dtype: qint8, observer: minmax}}
-    weight_dtype: {{dtype: qint8, qscheme: symmetric}}
+"""
+    + _DTYPE_CONFIGS_TEMPLATE
+    + """\
 patterns:
   - pattern: F.linear
     dtype_configs: [weighted]
@@ -194,6 +202,7 @@ patterns:
     dtype_configs: [act]
     {cat}
 """
+)
 
 
 def _policy_spec(tmp_path: Path, linear: str = "", cat: str = "", version: int = 5) -> Path:
@@ -267,17 +276,13 @@ def test_producers_join_keeps_the_producers_groups_and_unites_them(tmp_path: Pat
     assert split["linear_2"] is not split["cat"]
 
 
-VIEW_SPEC = """\
+VIEW_SPEC = (
+    """\
 spec_version: 5
 name: views
-dtype_configs:
-  act:
-    input_dtype: {dtype: qint8, observer: minmax}
-    output_dtype: {dtype: qint8, observer: minmax}
-  weighted:
-    input_dtype: {dtype: qint8, observer: minmax}
-    output_dtype: {dtype: qint8, observer: minmax}
-    weight_dtype: {dtype: qint8, qscheme: symmetric}
+"""
+    + DTYPE_CONFIGS
+    + """\
 patterns:
   - pattern: F.linear
     dtype_configs: [weighted]
@@ -286,6 +291,7 @@ patterns:
     dtype_configs: [act]
     aten: [[aten.flatten.using_ints]]
 """
+)
 
 
 class _View(torch.nn.Module):
@@ -346,17 +352,13 @@ def test_upstream_is_inferred_from_the_gap_probes() -> None:
     assert _upstream_readers(probed) == {"aten.linear.default", "aten.flatten.using_ints"}
 
 
-SOFTMAX_SPEC = """\
+SOFTMAX_SPEC = (
+    """\
 spec_version: 5
 name: borrowed
-dtype_configs:
-  act:
-    input_dtype: {{dtype: qint8, observer: minmax}}
-    output_dtype: {{dtype: qint8, observer: minmax}}
-  weighted:
-    input_dtype: {{dtype: qint8, observer: minmax}}
-    output_dtype: {{dtype: qint8, observer: minmax}}
-    weight_dtype: {{dtype: qint8, qscheme: symmetric}}
+"""
+    + _DTYPE_CONFIGS_TEMPLATE
+    + """\
 patterns:
   - pattern: F.linear
     dtype_configs: [weighted]
@@ -365,6 +367,7 @@ patterns:
     aten: [[aten.softmax.int]]
     input_observer: {value}
 """
+)
 
 
 class _Softmaxes(torch.nn.Module):
@@ -434,18 +437,14 @@ def test_graph_inputs_is_a_spec_of_the_rule_table_ptq_and_qat(tmp_path: Path, qa
     assert "graph_inputs" not in plain  # older tables are unchanged
 
 
-SHARING_SPEC = """\
+SHARING_SPEC = (
+    """\
 spec_version: {version}
 name: sharing
 {sharing}
-dtype_configs:
-  act:
-    input_dtype: {{dtype: qint8, observer: minmax}}
-    output_dtype: {{dtype: qint8, observer: minmax}}
-  weighted:
-    input_dtype: {{dtype: qint8, observer: minmax}}
-    output_dtype: {{dtype: qint8, observer: minmax}}
-    weight_dtype: {{dtype: qint8, qscheme: symmetric}}
+"""
+    + _DTYPE_CONFIGS_TEMPLATE
+    + """\
   fixed:
     input_dtype: {{dtype: qint8, scale_exact_match: 0.00390625, zero_point_exact_match: -128}}
     output_dtype: {{dtype: qint8, scale_exact_match: 0.00390625, zero_point_exact_match: -128}}
@@ -455,6 +454,7 @@ patterns:
   - pattern: torch.sigmoid
     dtype_configs: [fixed]
 """
+)
 
 
 def _sharing_spec(tmp_path: Path, sharing: str | None, version: int = 5) -> Path:
