@@ -642,7 +642,7 @@ class _Annotator:
         specs agree on what torchao compares (:data:`_SHARING_ATTRIBUTES`: so an input after
         a fixed-qparams output is observed again). A rule's fixed spec is its output's (FX's
         one activation observer), never an input's: such an input still reuses."""
-        if self.quantizer.input_sharing != "qspec" or arg not in self.output_spec:
+        if self.quantizer.input_sharing != "qspec":
             return True
         if self.quantizer.table_spec(name).get("kind") == "fixed":
             return True
