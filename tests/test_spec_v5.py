@@ -239,11 +239,12 @@ class _Policies(torch.nn.Module):
         return chained, torch.cat([f.linear(x, self.w4), pooled], -1)
 
 
-def _observers(spec: Path) -> dict[str, object]:
-    """Node name -> the observer module on its output (prepared and calibrated)."""
+def _observers(spec: Path, model: type[torch.nn.Module] | None = None) -> dict[str, object]:
+    """Node name -> the observer module on its output (prepared and calibrated) for ``model``
+    (default: the policies model)."""
     torch.manual_seed(0)
     x = torch.randn(2, 3, 8)
-    exported = torch.export.export(_Policies().eval(), (x,)).module()
+    exported = torch.export.export((model or _Policies)().eval(), (x,)).module()
     prepared = prepare_pt2e(exported, backend_spec.quantizer(spec))
     prepared(x)
     found = {}
@@ -312,16 +313,7 @@ def test_a_sharing_entry_with_upstream_joins_the_nearest_observed_group(
     path = tmp_path / "views.yaml"
     text = VIEW_SPEC + ("    input_observer: upstream\n" if upstream else "")
     path.write_text(text)
-    torch.manual_seed(0)
-    x = torch.randn(2, 3, 8)
-    exported = torch.export.export(_View().eval(), (x,)).module()
-    prepared = prepare_pt2e(exported, backend_spec.quantizer(path))
-    prepared(x)
-    found = {}
-    for node in prepared.graph.nodes:
-        for user in node.users:
-            if "activation_post_process" in str(user.target):
-                found[node.name] = getattr(prepared, user.target)
+    found = _observers(path, _View)
     if upstream:
         assert "sin" not in found and found["flatten"] is found["linear"]
     else:
