@@ -16,6 +16,7 @@ import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,22 +48,29 @@ def outcome(load: Callable[[], object]) -> SpecError | None:
     return None
 
 
-def check_bounded(load: Callable[[], object], want: tuple[str, int] | None) -> None:
-    """One load timed, one under tracemalloc; the diagnostic's code and line as expected.
-
-    The time is this process's CPU time, not the wall clock: the cap is on the work a file
-    costs, which another job sharing the cores must not be able to push over the limit."""
+def bounded(run: Callable[[], Any]) -> Any:
+    """``run()``'s result, after checking that it costs under :data:`SECONDS` of this
+    process's CPU time and :data:`MEGABYTES` of memory (a second run, under tracemalloc)."""
     start = time.process_time()
-    error = outcome(load)
+    result = run()
     elapsed = time.process_time() - start
     tracemalloc.start()
     try:
-        outcome(load)
+        run()
         peak = tracemalloc.get_traced_memory()[1] / 2**20
     finally:
         tracemalloc.stop()
     assert elapsed < SECONDS, f"took {elapsed:.2f} s"
     assert peak < MEGABYTES, f"peaked at {peak:.0f} MB"
+    return result
+
+
+def check_bounded(load: Callable[[], object], want: tuple[str, int] | None) -> None:
+    """One load timed, one under tracemalloc; the diagnostic's code and line as expected.
+
+    The time is this process's CPU time, not the wall clock: the cap is on the work a file
+    costs, which another job sharing the cores must not be able to push over the limit."""
+    error = bounded(lambda: outcome(load))
     if want is None:
         assert error is None, error
         return
@@ -137,6 +145,37 @@ def test_generated_hostile_input(case: str, tmp_path: Path) -> None:
     path = tmp_path / f"{case}.{fmt}"
     path.write_text(make(), encoding="utf-8")
     check_bounded(lambda: backend_spec.load(path), want)
+
+
+def _noqa_flood(codes: int) -> str:
+    """One file-wide suppression comment naming ``codes`` codes (2.7 million: 8 MB, under the
+    size cap), after a spec that loads."""
+    listed = " ".join("B1" for _ in range(codes))
+    return f"name: x\npatterns:\n  - pattern: nn.ReLU\n# bespec: noqa: {listed}\n"
+
+
+#: Inputs aimed at what lint and compile do after loading (suppression comments): each runs
+#: through ``lint`` and ``compile``'s report, within the same budget, first diagnostic
+#: (code, line, column) as given.
+REPORTED = {
+    "noqa_2_7m_codes": ("yaml", lambda: _noqa_flood(2_700_000), ("BS520", 4, 17 + 3 * 64)),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(REPORTED))
+@pytest.mark.parametrize("command", ["lint", "compile"])
+def test_generated_hostile_input_through_lint_and_compile(
+    case: str, command: str, tmp_path: Path
+) -> None:
+    from backend_spec.lint.runner import lint_path
+
+    fmt, make, (code, line, column) = REPORTED[case]
+    path = tmp_path / f"{case}.{fmt}"
+    path.write_text(make(), encoding="utf-8")
+    report = (lambda: lint_path(path)) if command == "lint" else (lambda: compile_report(path)[1])
+    found = [d for d in bounded(report) if d.code == code]
+    assert [(d.line, d.column) for d in found] == [(line, column)], found
 
 
 def test_diagnostics_are_capped_with_a_count() -> None:

@@ -33,11 +33,33 @@ RULES = (codes.INVALID_NOQA, codes.UNUSED_NOQA)
 #: At most this many suppression comments are read per file (a spec has a handful); the
 #: rest are reported once and not honoured.
 MAX_DIRECTIVES = 1000
+#: At most this many codes are read per comment (a real one names a few); the rest of a longer
+#: list is reported once and not honoured, so a comment of millions of codes costs no more
+#: than one of this many (docs/security.md, Resources).
+MAX_CODES = 64
 
 #: A directive starts the comment, or follows another hash in it (a reason, then the directive).
 _DIRECTIVE = re.compile(r"(?:^|#)[ \t]*(?:(bespec)[ \t]*:[ \t]*)?noqa\b", re.IGNORECASE)
-_CODES = re.compile(r"[ \t]*:[ \t]*((?:[A-Za-z]+[0-9]+(?:[ \t]*,[ \t]*|[ \t]+)?)+)")
-_CODE = re.compile(r"[A-Za-z]+[0-9]+")
+_COLON = re.compile(r"[ \t]*:[ \t]*")
+#: One code of the list and the separator after it; the list is read one code at a time, so
+#: that reading stops at :data:`MAX_CODES` whatever the comment's length.
+_CODE = re.compile(r"([A-Za-z]+[0-9]+)(?:[ \t]*,[ \t]*|[ \t]+)?")
+
+
+def _codes(text: str, start: int) -> Iterator[tuple[int, str]]:
+    """(offset, code) of the codes listed after ``: `` at ``start``: at most
+    :data:`MAX_CODES` + 1 of them (one past the cap, to report it), never the whole list."""
+    colon = _COLON.match(text, start)
+    if colon is None:
+        return
+    at = colon.end()
+    for _ in range(MAX_CODES + 1):
+        code = _CODE.match(text, at)
+        if code is None:
+            return
+        yield code.start(), code.group(1)
+        at = code.end()
+
 
 _BARE_HINT = "name the codes it silences: `# noqa: BS507` (or `# noqa: BS507, BS508`)"
 
@@ -91,8 +113,8 @@ class Suppressions:
             return  # a comment that only mentions noqa
         where = (comment.line, comment.column)
         file_wide = directive.group(1) is not None
-        listed = _CODES.match(comment.text, directive.end())
-        if listed is None:
+        listed = list(_codes(comment.text, directive.end()))
+        if not listed:
             form = "# bespec: noqa" if file_wide else "# noqa"
             self.invalid.append((where, f"`{form}` without codes is not honoured", _BARE_HINT))
             return
@@ -106,9 +128,19 @@ class Suppressions:
                 )
             )
             return
-        for code in _CODE.finditer(comment.text, listed.start(1), listed.end(1)):
-            at = (comment.line, comment.column + 1 + code.start())  # the text follows the #
-            self.mentions.append(Mention(code.group().upper(), at, file_wide, comment.alone))
+        for count, (start, code) in enumerate(listed):
+            at = (comment.line, comment.column + 1 + start)  # the text follows the #
+            if count == MAX_CODES:
+                self.invalid.append(
+                    (
+                        at,
+                        f"a noqa comment names at most {MAX_CODES} codes; this code and those "
+                        "after it are not honoured",
+                        "silence fewer codes per comment, or turn rules off with --ignore",
+                    )
+                )
+                return
+            self.mentions.append(Mention(code.upper(), at, file_wide, comment.alone))
 
     def apply(
         self, found: Iterable[Diagnostic], ran: Iterable[str], silenceable: Iterable[str]

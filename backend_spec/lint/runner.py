@@ -69,8 +69,10 @@ def compile_report(
             errors += meaning_errors(context)
             chosen = all_rules() if rules is None else rules
             found = _findings(context, [r for r in chosen if r.id not in ENFORCED])
+            # Split by severity, never by membership in a list: findings can be many.
+            notes = [d for d in found if d.severity is Severity.INFO]
             problems = [d for d in found if d.severity is not Severity.INFO]
-            warnings = [d for d in found if d not in problems] + _as(Severity.WARNING, problems)
+            warnings = notes + _as(Severity.WARNING, problems)
     compiled = None if errors else built.compiled
     return compiled, _ordered([*errors, *warnings])
 
