@@ -10,8 +10,10 @@ during and after it would traverse them all again: that was a fifth of a ``bespe
 run. So the import runs with collection off, and what it built is then frozen
 (:func:`gc.freeze`) out of later collections, when this import is the one that loaded torch.
 
-It is also where bespec checks torch's version (:mod:`backend_spec.versions`): a torch outside
-the supported range, or one whose quantization stack does not import, raises
+It is also where bespec checks torch's version (:mod:`backend_spec.versions`): a torch that
+cannot be imported at all (whatever it raises: an ``ImportError`` for a missing
+``libtorch_cuda.so``, an ``OSError``, a ``RuntimeError``), one outside the supported range, or
+one whose quantization stack does not import, raises
 :class:`~backend_spec.versions.UnsupportedTorch` with a one-line message instead of failing
 later inside torch.
 """
@@ -22,14 +24,22 @@ import gc
 import sys
 
 from backend_spec.quiet import quiet, silence_globally
-from backend_spec.versions import UnsupportedTorch, check_torch, unsupported_message
+from backend_spec.versions import (
+    UnsupportedTorch,
+    cannot_import_message,
+    check_torch,
+    unsupported_message,
+)
 
 _first_import = "torch" not in sys.modules
 _collecting = gc.isenabled()
 gc.disable()
 try:
     with quiet():
-        import torch
+        try:
+            import torch
+        except Exception as exc:  # a broken build (libtorch_cuda.so missing...): one line
+            raise UnsupportedTorch(cannot_import_message(exc)) from None
 
         check_torch(torch.__version__)
         try:
@@ -51,7 +61,7 @@ try:
                 DTypeWithConstraints,
                 ObservationType,
             )
-        except (ImportError, AttributeError) as exc:  # torch's quantization API moved or went
+        except Exception as exc:  # noqa: BLE001 - torch's quantization API moved, went or broke
             detail = f"{type(exc).__name__}: {exc}"
             raise UnsupportedTorch(unsupported_message(torch.__version__, detail)) from None
 finally:

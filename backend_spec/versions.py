@@ -7,8 +7,8 @@ reads as a broken spec. So the first import of torch checks its version against
 :data:`TORCH_REQUIREMENT` (the same range as ``pyproject.toml``'s dependency; a test holds
 them equal) and raises :class:`UnsupportedTorch`, whose message the CLI prints as one line.
 
-This module imports nothing heavy: ``--version`` reads the installed versions from package
-metadata without importing torch.
+This module imports nothing heavy at import time; :func:`running_torch` (``--version``) imports
+torch, since the version that matters is the one that runs, not the package metadata's.
 """
 
 from __future__ import annotations
@@ -55,6 +55,34 @@ def unsupported_message(version: str, detail: str = "") -> str:
         f"torch {version} {problem}: bespec needs torch{TORCH_REQUIREMENT}; "
         f"install a supported torch, e.g. pip install 'torch{TORCH_REQUIREMENT}'"
     )
+
+
+#: Longest reason quoted from a failed ``import torch`` (a loader error can be paragraphs).
+_MAX_REASON = 300
+
+
+def cannot_import_message(exc: BaseException) -> str:
+    """The one line bespec prints when ``import torch`` itself raises ``exc`` (a broken
+    build: ``ImportError: libtorch_cuda.so: cannot open shared object file``, an ``OSError``
+    from a missing DLL, a ``RuntimeError`` from an extension)."""
+    reason = " ".join(f"{type(exc).__name__}: {exc}".split())
+    if len(reason) > _MAX_REASON:
+        reason = reason[:_MAX_REASON] + "..."
+    return (
+        f"torch cannot be imported ({reason}): bespec needs torch{TORCH_REQUIREMENT}; "
+        f"install a supported torch, e.g. pip install 'torch{TORCH_REQUIREMENT}'"
+    )
+
+
+def running_torch() -> str:
+    """The version of the torch that runs (``torch.__version__`` after importing it, which
+    may differ from the installed package's metadata: a torch earlier on the path, a build
+    replaced by hand). UnsupportedTorch when it cannot be imported."""
+    try:
+        import torch
+    except Exception as exc:  # noqa: BLE001 - whatever a broken build raises: one line
+        raise UnsupportedTorch(cannot_import_message(exc)) from None
+    return str(torch.__version__)
 
 
 def installed(package: str) -> str | None:

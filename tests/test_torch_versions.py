@@ -120,8 +120,90 @@ def test_an_unusable_torch_ends_any_command_in_one_line(patch: str, says: str) -
 
 def test_version_shows_torch_and_torchao() -> None:
     shown = CliRunner().invoke(app, ["--version"]).output
-    assert f"torch {installed('torch')} (supported: {TORCH_REQUIREMENT})" in shown
+    assert f"torch {torch.__version__} (supported: {TORCH_REQUIREMENT})" in shown
     assert f"torchao {installed('torchao') or 'not installed'}" in shown
+
+
+#: What a broken torch build raises on ``import torch`` (its ``__init__.py`` here).
+BROKEN_IMPORTS = {
+    "missing-cuda-library": 'raise ImportError("libtorch_cuda.so: cannot open shared object '
+    'file: No such file or directory")',
+    "oserror": 'raise OSError(8, "Exec format error", "libc10.so")',
+    "runtimeerror": 'raise RuntimeError("CUDA driver initialization failed\\nsecond line")',
+    "half-imported": "import sys\nsys.modules['torch.nn'] = None\nimport torch.nn",
+}
+#: Every command that needs torch, and the command line's version flag.
+TORCH_COMMANDS = [
+    ["--version"],
+    ["lint", "--no-cache", "spec.yaml"],
+    ["compile", "spec.yaml"],
+    ["compile", "spec.yaml", "--target", "pt2e"],
+    ["show", "spec.yaml"],
+    ["check", "spec.yaml"],
+    ["explain", "spec.yaml", "--model", "model:make"],
+    ["diff", "spec.yaml", "x86"],
+    ["docs", "spec.yaml"],
+    ["export", "x86"],
+    ["export", "model:make"],
+]
+
+
+#: Every command with the first failure; the other failures with two commands (each run is a
+#: fresh process: keep them few).
+BROKEN_CASES = [("missing-cuda-library", args) for args in TORCH_COMMANDS] + [
+    (broken, args)
+    for broken in sorted(BROKEN_IMPORTS)
+    if broken != "missing-cuda-library"
+    for args in (["--version"], ["compile", "spec.yaml"])
+]
+
+
+@pytest.mark.parametrize(
+    ("broken", "args"), BROKEN_CASES, ids=[f"{b}-{a[0]}" for b, a in BROKEN_CASES]
+)
+def test_a_torch_that_cannot_be_imported_ends_every_command_in_one_line(
+    broken: str, args: list[str], tmp_path: Path
+) -> None:
+    """Whatever ``import torch`` raises, each command prints the one-line refusal with the
+    reason and exits 2; no traceback. (The fake torch fails before anything heavy loads, so
+    these processes are quick.)"""
+    fake = tmp_path / "fake" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(BROKEN_IMPORTS[broken] + "\n", encoding="utf-8")
+    (tmp_path / "spec.yaml").write_text((ROOT / "specs" / "tutorial.yaml").read_text("utf-8"))
+    (tmp_path / "model.py").write_text("import torch\n\ndef make():\n    return None\n")
+    path = os.pathsep.join([str(tmp_path / "fake"), str(ROOT), str(tmp_path)])
+    env = {**os.environ, "PYTHONPATH": path, "BESPEC_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run(
+        [sys.executable, "-m", "backend_spec", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+    shown = done.stdout + done.stderr
+    assert done.returncode == 2, shown
+    assert "Traceback" not in shown and shown.count("\n") == 1, shown
+    assert shown.startswith("bespec: error: torch cannot be imported ("), shown
+    assert "install a supported torch" in shown, shown
+
+
+def test_version_reports_the_torch_that_runs_not_its_package_metadata(tmp_path: Path) -> None:
+    """A torch earlier on the path than the installed package is the one that runs."""
+    fake = tmp_path / "torch"
+    fake.mkdir()
+    (fake / "__init__.py").write_text('__version__ = "2.13.99+shadow"\n', encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "backend_spec", "--version"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "torch 2.13.99+shadow (supported:" in done.stdout
 
 
 def test_a_build_without_its_tag_uses_the_packaged_table(tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
 """The ``bespec`` typer app and the options its commands share: parsing only.
 
 Startup is part of the interface: every heavy import (torch above all, but also pydantic and
-rich) happens inside the command that needs it, so ``--help``, ``--version``, ``schema``,
-``init`` and ``fmt`` answer without loading torch (``benchmarks/bench_startup.py``)."""
+rich) happens inside the command that needs it, so ``--help``, ``schema``, ``init`` and
+``fmt`` answer without loading torch (``benchmarks/bench_startup.py``). ``--version`` imports
+torch: it reports the torch that runs."""
 
 from __future__ import annotations
 
@@ -81,14 +82,16 @@ SchemaRef = Annotated[
 
 
 def _print_version(value: bool) -> None:
-    """bespec's version and those of the torch and torchao it runs with (from package metadata,
-    so without importing torch): what a bug report needs."""
+    """bespec's version and those of the torch and torchao it runs with: what a bug report
+    needs. torch's is ``torch.__version__`` of the torch that imports (package metadata can
+    name another one); a torch that cannot be imported ends in the one-line refusal."""
     if value:
         from backend_spec import __version__
-        from backend_spec.versions import TORCH_REQUIREMENT, installed
+        from backend_spec.versions import TORCH_REQUIREMENT, installed, running_torch
 
+        torch_version = running_torch()
         out_line(f"bespec {__version__}")
-        out_line(f"torch {installed('torch') or 'not installed'} (supported: {TORCH_REQUIREMENT})")
+        out_line(f"torch {torch_version} (supported: {TORCH_REQUIREMENT})")
         out_line(f"torchao {installed('torchao') or 'not installed'} (for pt2e)")
         raise typer.Exit()
 
