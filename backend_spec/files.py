@@ -18,6 +18,7 @@ Every writer of the package (``compile -o``, ``export -o``, ``docs -o``, ``fmt``
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import stat
@@ -28,12 +29,130 @@ _TEMP_ATTEMPTS = 8
 
 def cache_folder() -> Path:
     """bespec's cache folder: ``$BESPEC_CACHE_DIR``, else ``$XDG_CACHE_HOME/bespec``, else
-    ``~/.cache/bespec``. Everything kept there can be deleted at any time."""
+    ``~/.cache/bespec``. Everything kept there can be deleted at any time. Use it through
+    :func:`trusted_cache`, which refuses a folder another user could write."""
     folder = os.environ.get("BESPEC_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
         "bespec",
     )
     return Path(folder)
+
+
+#: Cache folders refused in this process, with why (each said once: :func:`refused_caches`).
+_REFUSED: dict[str, str] = {}
+#: Permission bits that let another user write a folder.
+_OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
+
+
+def trusted_cache(sub: str = "", *, create: bool = False) -> Path | None:
+    """The cache folder (or its subfolder ``sub``) when bespec may use it, else None.
+
+    As pip does, a cache is used only when it is the user's own: a folder (the cache folder
+    and ``sub``) owned by someone else, or that another user can write (group- or
+    world-writable, a shared ``/tmp`` folder), is refused, since whoever writes it chooses what
+    the next run reads. The refusal is recorded once, for the command line to note
+    (:func:`refused_caches`). ``create`` makes missing folders, private (``0700``)."""
+    folder = cache_folder()
+    for where in (folder, folder / sub) if sub else (folder,):
+        problem = _untrusted(where, create)
+        if problem is not None:
+            if problem:
+                _REFUSED.setdefault(str(where), problem)
+            return None
+    return folder / sub if sub else folder
+
+
+def refused_caches() -> list[str]:
+    """One line per cache folder refused since the last call (each folder said once)."""
+    lines = [
+        f"cache folder {where} not used: {why}; bespec runs without it "
+        "(fix: chmod go-w it, or set BESPEC_CACHE_DIR to a folder of your own)"
+        for where, why in _REFUSED.items()
+        if why
+    ]
+    for where in _REFUSED:
+        _REFUSED[where] = ""
+    return lines
+
+
+def _untrusted(where: Path, create: bool) -> str | None:
+    """Why ``where`` may not be used as a cache folder ("" when it only does not exist, or
+    cannot be made), None when it may."""
+    try:
+        info = os.stat(where)
+    except FileNotFoundError:
+        if not create:
+            return ""
+        try:
+            os.makedirs(where, mode=0o700, exist_ok=True)
+            info = os.stat(where)
+        except OSError:
+            return ""
+    except (OSError, ValueError):
+        return ""
+    if not stat.S_ISDIR(info.st_mode):
+        return "it is not a folder"
+    uid = os.geteuid() if hasattr(os, "geteuid") else None
+    if uid is not None and info.st_uid != uid:
+        return f"it belongs to another user (uid {info.st_uid})"
+    if info.st_mode & _OTHERS_WRITE:
+        return f"other users can write it (mode {stat.S_IMODE(info.st_mode):04o})"
+    return None
+
+
+#: Flags of every read of a file in a cache folder: never block on a FIFO, never follow a
+#: planted symlink (to ``/dev/zero``, or to a file of another user's choosing).
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+
+
+def read_cache_file(path: Path, limit: int) -> bytes | None:
+    """A cache file's bytes, or None when it is missing, not a regular file (a directory, a
+    FIFO, a symlink) or larger than ``limit``: a miss, never an error."""
+    try:
+        fd = os.open(path, _READ_FLAGS | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, ValueError):
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        data = os.read(fd, limit + 1)
+        return data if len(data) <= limit else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+#: Bytes of a file a fingerprint reads: the loader never reads more (8 MiB + 1, BS105).
+_FINGERPRINT_BYTES = 8 * 2**20 + 1
+
+
+def fingerprint(path: str) -> str:
+    """What a cached result knows of a file it depended on: where the path resolves, and the
+    hash and size of the bytes there (or that nothing readable is there). Equal fingerprints
+    mean the loader would read the same bytes from the same place."""
+    try:
+        real = os.path.realpath(path)
+        fd = os.open(real, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        return f"missing {path!r}"
+    except (OSError, ValueError) as exc:
+        return f"unreadable {path!r}: {type(exc).__name__} {getattr(exc, 'errno', '')}"
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return f"{real!r}: not a regular file ({stat.S_IFMT(info.st_mode):o})"
+        digest = hashlib.sha256()
+        left = _FINGERPRINT_BYTES
+        while left > 0 and (chunk := os.read(fd, min(left, 2**20))):
+            digest.update(chunk)
+            left -= len(chunk)
+        return f"{real!r}: {info.st_size} bytes, sha256 {digest.hexdigest()}"
+    except OSError as exc:
+        return f"unreadable {real!r}: {exc.errno}"
+    finally:
+        os.close(fd)
 
 
 def suffix_of(path: str | os.PathLike[str]) -> str:

@@ -629,21 +629,6 @@ def test_only_the_chosen_branches_are_converted_the_others_compared_as_prepared(
     assert all(result.identical for result in same)
 
 
-def test_the_suite_cache_round_trips_and_a_broken_entry_is_rebuilt(tmp_path):
-    from backend_spec.export import quantizer as export_quantizer_module
-
-    exported, inputs = _two_linears()
-    branches = [probe.Branch("probe", "aten.linear.default", "alone"), probe.Branch("model")]
-    path = tmp_path / "suite-x.pt2"
-    export_quantizer_module._save(path, exported, branches, {"aten.linear.default": ("F.linear",)})
-    module, loaded, unit_names, loaded_inputs = export_quantizer_module._load(path)
-    assert loaded == branches and unit_names == {"aten.linear.default": ("F.linear",)}
-    assert all(torch.equal(a, b) for a, b in zip(loaded_inputs, inputs, strict=True))
-    assert len(module(*loaded_inputs)) == 2
-    path.with_suffix(".json").write_text("{")
-    assert export_quantizer_module._load(path) is None
-
-
 def _derived_bias(quant_min, source="input:1"):
     return {
         "kind": "derived",

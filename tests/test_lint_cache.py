@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -58,15 +59,20 @@ def test_a_second_run_is_answered_from_the_cache_unchanged(tmp_path: Path, folde
 
 
 def test_the_cache_is_what_answers(tmp_path: Path, folder: Path) -> None:
+    """A sealed entry under the file's key answers; the same entry edited by hand does not."""
     spec = tmp_path / "spare.yaml"
     spec.write_text(SPARE)
     lint_files([spec])
     (entry,) = entries(folder)
-    stored = json.loads(entry.read_text())
-    stored[0]["message"] = "from the cache"
-    entry.write_text(json.dumps(stored))
+    key = entry.stem
+    (found,) = lint_files([spec]).diagnostics
+    cache.store(key, [dataclasses.replace(found, message="from the cache")], [])
     assert [d.message for d in lint_files([spec]).diagnostics] == ["from the cache"]
     assert "from the cache" not in lint_files([spec], use_cache=False).diagnostics[0].message
+    stored = json.loads(entry.read_text())
+    stored["diagnostics"][0]["message"] = "edited"
+    entry.write_text(json.dumps(stored))
+    assert [d.message for d in lint_files([spec]).diagnostics] == [found.message]
 
 
 def test_an_edit_a_selection_or_a_suppression_misses(tmp_path: Path, folder: Path) -> None:
@@ -87,25 +93,31 @@ def test_an_edit_a_selection_or_a_suppression_misses(tmp_path: Path, folder: Pat
     assert len(entries(folder)) == 4
 
 
-def test_results_that_depend_on_other_files_are_never_cached(tmp_path: Path, folder: Path) -> None:
+def test_a_result_keeps_the_base_files_it_read(tmp_path: Path, folder: Path) -> None:
+    """A child's entry lists its base (found by the loader, whatever the spelling); edits
+    under a cached child are tests/test_cache_attacks.py's. An allow-list is never cached."""
     base = tmp_path / "base.yaml"
     base.write_text(SPARE)
     child = tmp_path / "child.yaml"
-    child.write_text("extends: base.yaml\nname: child\n")
+    child.write_text("{extends: base.yaml, name: child}\n")
     lint_files([child])
+    (entry,) = entries(folder)
+    (read,) = json.loads(entry.read_text())["reads"]
+    assert read[0] == str(tmp_path / "base.yaml") and str(base.stat().st_size) in read[1]
     lint_files([base], allow_imports=["json"])
-    assert entries(folder) == []
+    assert entries(folder) == [entry]
 
 
-def test_a_broken_entry_is_a_miss_and_is_replaced(tmp_path: Path, folder: Path) -> None:
+def test_a_broken_entry_is_replaced(tmp_path: Path, folder: Path) -> None:
+    """Damaged entries are misses (tests/test_cache_attacks.py); the miss writes a good one."""
     spec = tmp_path / "spare.yaml"
     spec.write_text(SPARE)
     lint_files([spec])
     (entry,) = entries(folder)
-    for broken in ("{not json", "[1, 2]", '[{"line": 1}]', "{}"):
-        entry.write_text(broken)
-        assert codes_of(spec) == [("BS507", 4)]
-        assert json.loads(entry.read_text())[0]["code"] == "BS507"
+    entry.write_text("[]")
+    assert codes_of(spec) == [("BS507", 4)]
+    assert json.loads(entry.read_text())["diagnostics"][0]["code"] == "BS507"
+    assert cache.lookup(entry.stem) is not None
 
 
 def test_no_cache_switches_reading_and_writing_off(

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from backend_spec.cli.render.streams import fail_usage, out_line
+from backend_spec.cli.render.streams import cache_notes, fail_usage, out_line
 
 app = typer.Typer(
     name="bespec",
@@ -98,6 +98,7 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def options(
+    ctx: typer.Context,
     version: Annotated[
         bool,
         typer.Option(
@@ -106,6 +107,7 @@ def options(
     ] = False,
 ) -> None:
     """Options that come before the command."""
+    ctx.call_on_close(cache_notes)  # after the command's own output, whatever its outcome
 
 
 def format_option(*choices: str, help: str) -> Any:  # noqa: A002 (typer's keyword)

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -26,6 +28,7 @@ from backend_spec.compiler.compiler import Compiled, Compiler, Resolved
 from backend_spec.compiler.meaning import meaning_errors
 from backend_spec.compiler.view import SpecView
 from backend_spec.diagnostics import Diagnostic, SpecError
+from backend_spec.files import fingerprint
 from backend_spec.ir import Backend, Entry, Origin
 from backend_spec.ir.lift import lift
 from backend_spec.ir.lower import LoweredBackendConfig, lower
@@ -39,6 +42,24 @@ MAX_EXTENDS_DEPTH = 16
 _View = TypeVar("_View", bound=SpecView)
 #: Longest ``extends`` path accepted (PATH_MAX); longer ones are refused before any lookup.
 MAX_EXTENDS_CHARS = 4096
+
+
+#: The base files looked up by ``extends`` while :func:`recording_reads` is active.
+_READS: ContextVar[list[tuple[str, str]] | None] = ContextVar("bespec_reads", default=None)
+
+
+@contextmanager
+def recording_reads() -> Iterator[list[tuple[str, str]]]:
+    """Collect ``(path, fingerprint)`` of every base file an ``extends`` chain looks up
+    meanwhile (found or not), taken before it is read: what a cached result depends on
+    besides the spec's own bytes (:mod:`backend_spec.lint.cache`). The parsed document
+    decides, so every spelling of ``extends`` the loader accepts is seen."""
+    reads: list[tuple[str, str]] = []
+    token = _READS.set(reads)
+    try:
+        yield reads
+    finally:
+        _READS.reset(token)
 
 
 @dataclass(frozen=True)
@@ -297,6 +318,10 @@ def _base(
     where = ("extends",)
     if spec.extends in BUILTIN_BACKENDS:
         return builtin_backend(spec.extends)
+    reads = _READS.get()
+    if reads is not None:  # before reading: a base edited meanwhile can only cause a miss
+        looked_up = os.path.join(base_dir, spec.extends)
+        reads.append((looked_up, fingerprint(looked_up)))
     path, problem = _base_path(spec.extends, base_dir, scope.root)
     if path is None:
         out.append(doc.diagnostic(where, codes.BAD_EXTENDS, problem, _EXTENDS_HINT))

@@ -51,8 +51,8 @@ def lint_files(
     :func:`backend_spec.lint.settings.merged`); never settings found next to a spec.
 
     ``allow_imports`` is the allow-list of every file. A file linted before with the same
-    bytes, selection, bespec and torch is answered from :mod:`.cache` (``use_cache=False`` or
-    ``BESPEC_NO_CACHE=1``: never). Raises ValueError on a selection that
+    bytes, base files, selection, bespec and torch is answered from :mod:`.cache`
+    (``use_cache=False`` or ``BESPEC_NO_CACHE=1``: never). Raises ValueError on a selection that
     names no rule (the caller's misuse, not a spec problem).
     """
     report = LintReport(files=len(paths))
@@ -64,14 +64,16 @@ def lint_files(
         key = _cache_key(path, selection) if cached else None
         found = cache.lookup(key) if key else None
         if found is None:
+            from backend_spec.compiler.loader import recording_reads
             from backend_spec.lint.registry import Selection, select_rules
             from backend_spec.lint.runner import lint_path
 
             if rules is None:
                 rules = select_rules(Selection(settings.select, settings.ignore))
-            found = lint_path(path, rules, allow_imports)
+            with recording_reads() as reads:
+                found = lint_path(path, rules, allow_imports)
             if key:
-                cache.store(key, found)
+                cache.store(key, found, reads)
         report.diagnostics.extend(found)
         if any(_fails(d.severity, settings.strict) for d in found):
             report.failed = True

@@ -12,13 +12,19 @@ backends ship as data, one table per supported torch minor version
 release, does not change what export traces; ``make aten-table`` regenerates the running
 version's table and a test checks it is current). Any other named op is traced once and kept in
 a cache file in the user's cache folder (:func:`cache_path`), so no command traces it again.
+An allow-listed module's op is kept under its name and a hash of its code (:func:`disk_key`),
+and every entry read back is validated (:func:`_is_description`); anything else is a miss.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
 import json
+import os
 import re
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,11 +49,60 @@ def describe_op(op: Any) -> dict[str, Any]:
     name = op_name(op)
     if name is None:
         return _traced(op)
-    cached = _cached_table().get(name) or _disk_cache().get(name)
+    key = disk_key(op, name)
+    if key == name and (packaged := _cached_table().get(name)) is not None:
+        return packaged  # the table holds torch's own ops only
+    if key is None:  # code that cannot be fingerprinted: traced once per process
+        return _traced(op)
+    cached = _disk_cache().get(key)
     if cached is None:
         cached = _traced(op)
-        _remember(name, cached)
+        _remember(key, cached)
     return cached
+
+
+def disk_key(op: Any, name: str) -> str | None:
+    """The trace cache's key of ``op`` (spelled ``name``): the name alone for torch's own
+    objects (torch's version is in the cache file's name); for an allow-listed module's
+    object, the name plus a hash of its code (:func:`code_digest`), so an edited ``forward``
+    or a same-named module of another project is a miss. None when the code cannot be told."""
+    if _is_torch(op) or name.startswith("method:"):
+        return name
+    digest = code_digest(op)
+    return None if digest is None else f"{name}@{digest}"
+
+
+def _is_torch(obj: Any) -> bool:
+    """Whether ``obj`` is torch's or ``operator``'s (a C method: its owner class decides)."""
+    owner = getattr(obj, "__objclass__", None)
+    module = getattr(owner if owner is not None else obj, "__module__", None) or ""
+    return module in ("operator", "_operator", "torch") or module.startswith("torch.")
+
+
+@functools.lru_cache(maxsize=256)
+def code_digest(op: Any) -> str | None:
+    """A hash of the code ``op`` runs when traced: for a class, each class of its MRO outside
+    torch; for a function, itself. Each contributes its module, qualified name, the path of its
+    module's file (realpath) and that file's bytes, so editing the file (``relu`` to
+    ``sigmoid`` in ``forward``) changes it, and a module of the same name elsewhere differs.
+    Code a ``forward`` calls in other modules is not part of it (docs/security.md). None when a
+    part has no file to read (a class made by ``exec``)."""
+    parts = op.__mro__ if isinstance(op, type) else (op,)
+    digest = hashlib.sha256()
+    for part in parts:
+        if part is object or _is_torch(part):
+            continue
+        source = getattr(sys.modules.get(getattr(part, "__module__", None) or ""), "__file__", "")
+        if not source:
+            return None
+        try:
+            real = os.path.realpath(source)
+            code = Path(real).read_bytes()
+        except (OSError, ValueError):
+            return None
+        digest.update(f"{part.__module__}\0{part.__qualname__}\0{real}\0".encode())
+        digest.update(hashlib.sha256(code).digest())
+    return digest.hexdigest()[:32]
 
 
 def fusion_key(fuser_name: str, op_names: list[str | None]) -> str:
@@ -96,7 +151,7 @@ def _packaged() -> dict[str, Any]:
 def _read_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # missing, unreadable or torn: as if empty
+    except (OSError, ValueError, RecursionError):  # missing, unreadable or torn: as if empty
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -115,43 +170,109 @@ def cache_path() -> Path:
     return cache_folder() / f"{safe}.json"
 
 
+#: The trace cache file is not read past this size, and keeps at most this many traces (each
+#: edit of an allow-listed module adds one: the oldest go).
+MAX_CACHE_BYTES = 16 * 2**20
+MAX_CACHE_ENTRIES = 5000
+#: What a cached trace may hold: a chain of at most this many ATen ops, each with at most
+#: this many alternatives (the overload and its in-place twin), each named as torch names them.
+_MAX_CHAIN, _MAX_ALTERNATIVES, _MAX_TEXT = 64, 4, 1000
+_ATEN_NAME = re.compile(r"aten\.[A-Za-z0-9_]+\.[A-Za-z0-9_]+")
 _DISK_LOCK = threading.Lock()
+
+
+def _trusted_cache_path(*, create: bool = False) -> Path | None:
+    """:func:`cache_path` when its folder is the user's own (files.trusted_cache), else None."""
+    from backend_spec.files import trusted_cache
+
+    return None if trusted_cache(create=create) is None else cache_path()
 
 
 @functools.cache
 def _disk_cache() -> dict[str, dict[str, Any]]:
-    """The traces cached on disk by earlier runs (entries of the wrong shape are dropped)."""
-    ops = _read_json(cache_path()).get("ops")
+    """The traces cached on disk by earlier runs; the file is read only from a cache folder of
+    the user's own, and an entry that fails :func:`_is_description` is dropped (a miss)."""
+    path = _trusted_cache_path()
+    return {} if path is None else _valid_entries(path)
+
+
+def _valid_entries(path: Path) -> dict[str, dict[str, Any]]:
+    from backend_spec.files import read_cache_file
+
+    data = read_cache_file(path, MAX_CACHE_BYTES)
+    try:
+        ops = json.loads(data, parse_constant=_not_json).get("ops") if data else None
+    except (ValueError, AttributeError, RecursionError):  # torn, NaN, deep, not an object
+        return {}
     if not isinstance(ops, dict):
         return {}
-    return {k: v for k, v in ops.items() if isinstance(k, str) and _is_description(v)}
+    return {k: v for k, v in ops.items() if _text(k) and _is_description(v)}
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str) and len(value) <= _MAX_TEXT
 
 
 def _is_description(value: Any) -> bool:
+    """Whether ``value`` is what :func:`trace_op` returns, field by field."""
     if not isinstance(value, dict):
         return False
-    if "skip" in value:
-        return isinstance(value["skip"], str)
-    return isinstance(value.get("chain"), list) and isinstance(value.get("where"), list)
+    if set(value) == {"skip"}:
+        return _text(value["skip"])
+    if set(value) != {"chain", "where"}:
+        return False
+    chain, where = value["chain"], value["where"]
+    if not (isinstance(chain, list) and isinstance(where, list)):
+        return False
+    if not 0 < len(chain) <= _MAX_CHAIN or len(where) != len(chain):
+        return False
+    return all(map(_is_alternatives, chain)) and all(map(_is_where, where))
 
 
-def _remember(name: str, description: dict[str, Any]) -> None:
-    """Add a fresh trace to the disk cache: merged with what other processes wrote meanwhile,
-    written atomically (a reader never sees half a file). A cache that cannot be written (a
-    read-only home) only costs the next run a trace."""
+def _is_alternatives(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and 0 < len(value) <= _MAX_ALTERNATIVES
+        and all(isinstance(name, str) and _ATEN_NAME.fullmatch(name) for name in value)
+    )
+
+
+def _is_where(value: Any) -> bool:
+    if value is None:
+        return True
+    if not isinstance(value, dict):
+        return False
+    if set(value) == {"calls"}:
+        calls = value["calls"]
+        return (
+            isinstance(calls, list) and len(calls) <= _MAX_ALTERNATIVES and all(map(_text, calls))
+        )
+    if set(value) in ({"module"}, {"module", "container"}):
+        return _text(value["module"]) and value.get("container", True) is True
+    return False
+
+
+def _remember(key: str, description: dict[str, Any]) -> None:
+    """Add a fresh trace to the disk cache: merged with what other processes wrote meanwhile
+    (valid entries only), written atomically (a reader never sees half a file). A cache that
+    cannot be written (a read-only home, a folder that is not the user's own) only costs the
+    next run a trace."""
     from backend_spec.files import WriteError, write_atomic
 
     with _DISK_LOCK:
         cached = _disk_cache()
-        cached[name] = description
-        path = cache_path()
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            on_disk = _read_json(path).get("ops")
-            merged = {**(on_disk if isinstance(on_disk, dict) else {}), **cached}
-            write_atomic(path, json.dumps({"ops": merged}, sort_keys=True))
-        except (OSError, WriteError):
-            pass
+        cached[key] = description
+        path = _trusted_cache_path(create=True)
+        if path is None:
+            return
+        merged = {**_valid_entries(path), **cached}
+        kept = dict(list(merged.items())[-MAX_CACHE_ENTRIES:])  # this run's last
+        with contextlib.suppress(OSError, WriteError):
+            write_atomic(path, json.dumps({"ops": kept}, sort_keys=True))
 
 
 @functools.lru_cache(maxsize=1024)

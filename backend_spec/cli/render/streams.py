@@ -51,3 +51,12 @@ def fail_usage(message: str) -> typer.Exit:
     """Report misuse of a command (exit 2) on one line, user text escaped."""
     note(f"bespec: error: {escape(message)}")
     return typer.Exit(2)
+
+
+def cache_notes() -> None:
+    """One note per cache folder the run refused to use (not the user's own:
+    :func:`backend_spec.files.trusted_cache`), each said once."""
+    from backend_spec.files import refused_caches
+
+    for line in refused_caches():
+        note(f"note: {escape(line)}")

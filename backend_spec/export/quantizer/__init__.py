@@ -11,32 +11,24 @@
    are compared per branch and ATen op with the original's.
 
 The spec text is returned with the verdict; the CLI writes it (atomically) only when every
-branch matched. The suite does not depend on the quantizer, so its exported program is cached
-on disk per torch version (the quantizer itself must run anyway: verification needs it).
+branch matched. The suite does not depend on the quantizer, so it is built once per process;
+it is never kept on disk, since reading an exported program back unpickles it.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
-import hashlib
-import json
-import os
 import tempfile
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from backend_spec._torch import quiet
 from backend_spec.export.quantizer.infer import Gap, Inferred, infer, rewrite_gaps
 from backend_spec.export.quantizer.verify import BranchResult, compare_runs, run
-from backend_spec.files import cache_folder, write_atomic
 
 __all__ = ["QuantizerExport", "export_quantizer", "is_quantizer", "quantizer_factory"]
-
-#: Bumped whenever the probe suite changes (old cache entries are then never read).
-PROBE_FORMAT = 4
 
 
 @dataclass
@@ -102,7 +94,6 @@ def export_quantizer(
     name: str,
     fmt: str = "yaml",
     probe_models: Iterable[tuple[str, Any, tuple]] = (),
-    cache_dir: Path | None = None,
 ) -> QuantizerExport:
     """Probe, infer, write and verify; see the module docstring.
 
@@ -110,7 +101,7 @@ def export_quantizer(
     from backend_spec.export import dump
     from backend_spec.export.quantizer import probe
 
-    suite, branches, unit_names, inputs = _suite(cache_dir)
+    suite, branches, unit_names, inputs = _suite()
     recorder = probe.recording(factory())
     # The verification models are converted; the probes are compared as prepared.
     models = {index for index, branch in enumerate(branches) if branch.unit is None}
@@ -248,84 +239,23 @@ def _models() -> dict[str, Callable[[], tuple[Any, tuple]]]:
     return {**MODELS, "x86_net": NETS["x86_net"], "tutorial_net": NETS["tutorial_net"]}
 
 
-# --- the suite cache ---------------------------------------------------------------------------
+# --- the suite ----------------------------------------------------------------------------------
 
-#: What the suite of a cache entry holds: the exported program is ``suite-KEY.pt2`` (its example
-#: inputs are the suite's inputs), its branches and unit names ``suite-KEY.json``.
+#: What the suite holds: the exported suite module, its branches, unit key -> op names, and
+#: its example inputs.
 Suite = tuple[Any, list[Any], dict[str, tuple[str, ...]], tuple]
 
 
 @functools.cache
-def _suite(cache_dir: Path | None) -> Suite:
-    """(exported suite module, its branches, unit key -> op names, inputs), cached on disk.
+def _suite() -> Suite:
+    """The probe suite, built once per process.
 
-    The suite does not depend on the quantizer, only on torch (and bespec's probes), so it is
-    saved per torch version and :data:`PROBE_FORMAT`, keyed without building it (building the
-    probes costs seconds). A cache entry that cannot be read is rebuilt, one that cannot be
-    written only costs time."""
+    It is never cached on disk: an exported program is saved by ``torch.export.save`` and read
+    back by ``torch.export.load``, which unpickles (and falls back to unrestricted unpickling
+    when the safe load fails), so whoever could write the cache folder would run code in the
+    next export. Loading it cost about as much as rebuilding it (docs/security.md)."""
     from backend_spec.export.quantizer import probe
 
-    path = (cache_dir or cache_folder() / "quantizer-probes") / f"suite-{_suite_key()}.pt2"
-    cached = _load(path)
-    if cached is not None:
-        return cached
     parts, unit_names = _parts()
     exported = probe.export_suite(parts)
-    _save(path, exported, parts.branches, unit_names)
     return exported.module(check_guards=False), parts.branches, unit_names, tuple(parts.inputs)
-
-
-def _suite_key() -> str:
-    """What the suite is made of: the probe format, torch's version, every unit and model."""
-    import torch
-
-    from backend_spec.export.quantizer import probe
-
-    names = [
-        str(PROBE_FORMAT),
-        torch.__version__,
-        *(unit.key for unit in probe.units()),
-        *(extra[0] for extra in probe.EXTRA_UNITS),
-        *probe.CONTEXTS,
-        *_models(),
-    ]
-    return hashlib.sha256("\n".join(names).encode()).hexdigest()[:24]
-
-
-def _load(path: Path) -> Suite | None:
-    import torch
-
-    from backend_spec.export.quantizer.probe import Branch
-
-    try:
-        described = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
-        with quiet():
-            exported = torch.export.load(path)
-        branches = [Branch(**branch) for branch in described["branches"]]
-        unit_names = {key: tuple(names) for key, names in described["unit_names"].items()}
-        inputs = tuple(exported.example_inputs[0])
-    except Exception:  # noqa: BLE001 - a missing, stale or broken cache is rebuilt
-        return None
-    if len(inputs) != sum(1 for _ in exported.graph_signature.user_inputs):
-        return None
-    return exported.module(check_guards=False), branches, unit_names, inputs
-
-
-def _save(
-    path: Path, exported: Any, branches: list[Any], unit_names: dict[str, tuple[str, ...]]
-) -> None:
-    import torch
-
-    described = {
-        "branches": [asdict(branch) for branch in branches],
-        "unit_names": unit_names,
-    }
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{os.getpid()}.{path.name}")  # export.save wants .pt2
-        torch.export.save(exported, temporary)
-        # The description first: a program without one is never read.
-        write_atomic(path.with_suffix(".json"), json.dumps(described))
-        os.replace(temporary, path)
-    except Exception:  # noqa: BLE001 - a cache that cannot be written only costs time
-        pass
