@@ -319,7 +319,8 @@ def _base(
     if spec.extends in BUILTIN_BACKENDS:
         return builtin_backend(spec.extends)
     reads = _READS.get()
-    if reads is not None:  # before reading: a base edited meanwhile can only cause a miss
+    if reads is not None and "\0" not in spec.extends and len(spec.extends) <= MAX_EXTENDS_CHARS:
+        # Before reading: a base edited meanwhile can only cause a miss.
         looked_up = os.path.join(base_dir, spec.extends)
         reads.append((looked_up, fingerprint(looked_up)))
     path, problem = _base_path(spec.extends, base_dir, scope.root)

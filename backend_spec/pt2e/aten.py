@@ -68,7 +68,10 @@ def disk_key(op: Any, name: str) -> str | None:
     or a same-named module of another project is a miss. None when the code cannot be told."""
     if _is_torch(op) or name.startswith("method:"):
         return name
-    digest = code_digest(op)
+    try:
+        digest = code_digest(op)
+    except TypeError:  # an unhashable op: nothing to remember it by
+        return None
     return None if digest is None else f"{name}@{digest}"
 
 
