@@ -80,13 +80,8 @@ def _skipped(context: LintContext) -> Iterator[tuple[str, Problem]]:
 
 def uses_pt2e(context: LintContext) -> bool:
     """Whether the spec (its ``extends`` base included, when it compiled) sets any pt2e key."""
-    backend = context.backend
-    if backend is not None:
-        return (
-            backend.graph_inputs is not None
-            or backend.input_sharing not in (None, "dtype")
-            or any(entry.aten or entry.policy for entry in backend)
-        )
+    if context.backend is not None:
+        return context.backend.uses_pt2e
     spec = context.spec
     return (
         spec.graph_inputs is not None
