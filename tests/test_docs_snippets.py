@@ -86,3 +86,9 @@ def test_python_snippets_run_as_written(tmp_path: Path, monkeypatch, page, index
     script.write_text(body, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     runpy.run_path(str(script), run_name="__main__")
+
+
+def test_the_architecture_page_describes_the_code_not_the_work_on_it() -> None:
+    page = PAGES["docs/architecture.md"]
+    assert not re.search(r"\b[Ii]ssue \d+", page)
+    assert "Not yet done" not in page and "What is left" not in page
