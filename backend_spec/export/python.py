@@ -299,7 +299,7 @@ def module_warnings(backend_config: Any, source: str = "a spec") -> list[Diagnos
 def _observer_options(dc: Any) -> list[str]:
     """``weight_dtype.granularity: per_channel``... for each observer option ``dc`` sets."""
     return [
-        f"{key}.{option}: {value}"
+        f"{key}.{option}: {str(value).lower() if isinstance(value, bool) else value}"
         for key in DTYPE_CONFIG_MAPPINGS
         for option, value in dc.mapping(key).observer.items()
     ]
