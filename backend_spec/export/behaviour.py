@@ -95,10 +95,10 @@ def compare_behaviour(
 
 def _compare_pt2e(first: BackendConfig, second: BackendConfig, found: Behaviour) -> None:
     import backend_spec
-    from backend_spec.export.quantizer import _suite
+    from backend_spec.export.quantizer import probe_suite
     from backend_spec.export.quantizer.verify import compare_runs, run
 
-    suite, branches, _unit_names, inputs = _suite(None)
+    suite, branches, _unit_names, inputs = probe_suite(None)
     models = {index for index, branch in enumerate(branches) if branch.unit is None}
     found.pt2e_models, found.pt2e_probes = len(models), len(branches) - len(models)
     runs = [run(suite, backend_spec.quantizer(bc), inputs, models) for bc in (first, second)]
@@ -141,6 +141,7 @@ def _compare_fx(
     second: BackendConfig,
     found: Behaviour,
 ) -> None:
+    from backend_spec.export.quantizer.verify import equal_outputs
     from backend_spec.pt2e.compare import node_differences
 
     model, example_inputs = factory()
@@ -153,7 +154,7 @@ def _compare_fx(
     for line in lines:
         node = line.split(":", 1)[0]
         found.add("fx", a.targets.get(node) or b.targets.get(node, node), f"{label}: {line}")
-    if not lines and not _equal(a.output, b.output):
+    if not lines and not equal_outputs(a.output, b.output):
         found.add("fx", "(outputs)", f"{label}: outputs differ")
 
 
@@ -244,9 +245,10 @@ def _source(quantize: Any) -> str:
 
 def _qparams(model: Any, node: Any) -> tuple:
     """As pt2e's placement reads them; FX keeps a per-tensor scale as a one-element tensor."""
-    from backend_spec.pt2e.compare import _qparams as qparams
+    from backend_spec.pt2e.compare import node_qparams
 
-    return tuple(v[0] if isinstance(v, tuple) and len(v) == 1 else v for v in qparams(model, node))
+    values = node_qparams(model, node)
+    return tuple(v[0] if isinstance(v, tuple) and len(v) == 1 else v for v in values)
 
 
 def _weight(module: Any) -> tuple:
@@ -264,19 +266,13 @@ def _weight(module: Any) -> tuple:
 
 
 def _fx_part(entry: tuple) -> str:
-    from backend_spec.pt2e.compare import _placement_part
+    from backend_spec.pt2e.compare import placement_part
 
     if entry[0] != "module":
-        return _placement_part(entry)
+        return placement_part(entry)
     if len(entry) == 2:
         return entry[1]
     dtype, qscheme = (str(v).removeprefix("torch.") for v in entry[2:4])
     scales = entry[4]
     shown = f"x{len(scales)}" if len(scales) > 1 else ",".join(f"{v:.4g}" for v in scales)
     return f"{entry[1]}(weight {dtype} {qscheme} [{shown}])"
-
-
-def _equal(a: Any, b: Any) -> bool:
-    from backend_spec.export.quantizer.verify import _equal as equal
-
-    return equal(a, b)

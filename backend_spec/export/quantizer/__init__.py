@@ -110,7 +110,7 @@ def export_quantizer(
     from backend_spec.export import dump
     from backend_spec.export.quantizer import probe
 
-    suite, branches, unit_names, inputs = _suite(cache_dir)
+    suite, branches, unit_names, inputs = probe_suite(cache_dir)
     recorder = probe.recording(factory())
     # The verification models are converted; the probes are compared as prepared.
     models = {index for index, branch in enumerate(branches) if branch.unit is None}
@@ -256,7 +256,7 @@ Suite = tuple[Any, list[Any], dict[str, tuple[str, ...]], tuple]
 
 
 @functools.cache
-def _suite(cache_dir: Path | None) -> Suite:
+def probe_suite(cache_dir: Path | None) -> Suite:
     """(exported suite module, its branches, unit key -> op names, inputs), cached on disk.
 
     The suite does not depend on the quantizer, only on torch (and bespec's probes), so it is
