@@ -168,3 +168,19 @@ def test_show_and_docs_show_observer_options(tmp_path: Path, command, weight, sh
         assert shown in row
     else:
         assert shown in result.output
+
+
+def test_a_hostile_dtype_config_name_stays_a_literal(tmp_path: Path) -> None:
+    import json
+
+    name = "a'b\"\"\"c\\ {x} __import__('os')"
+    key = json.dumps(name)  # a YAML double-quoted string
+    spec = tmp_path / "h.yaml"
+    spec.write_text(
+        f"name: h\ndtype_configs:\n  {key}: {{input_dtype: quint8, output_dtype: quint8}}\n"
+        f"patterns:\n  - pattern: nn.ReLU\n    dtype_configs: [{key}]\n"
+    )
+    out = tmp_path / "h.py"
+    result = runner.invoke(app, ["compile", str(spec), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert list(runpy.run_path(str(out))["DTYPE_CONFIGS"]) == [name]

@@ -64,6 +64,13 @@ def _behaviour(old: Any, new: Any, a: str, b: str, flow: str | None, fmt: str) -
         other = "FX" if flows == ("pt2e",) else "pt2e"
         why = "both specs set pt2e keys" if other == "FX" else "neither spec sets a pt2e key"
         note(f"{other} not compared ({why}); --flow both compares it too")
+    if "pt2e" in flows:
+        from backend_spec.pt2e import TorchaoMissing, require_torchao
+
+        try:
+            require_torchao()
+        except TorchaoMissing as exc:
+            raise fail_usage(f"{exc} (or compare FX only: --flow fx)") from None
     result = compare_behaviour(old, new, flows)
     if fmt == "json":
         out(diffing.behaviour_json(result))
