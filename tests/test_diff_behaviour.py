@@ -71,7 +71,7 @@ TUTORIAL_RESPELLED = TUTORIAL.replace("weighted_int8", "int8").replace(
 
 @pytest.mark.parametrize(
     ("b", "ops"),
-    [(TUTORIAL_RESPELLED, set()), (TUTORIAL_NARROW, {"nnqr.Linear"})],
+    [(TUTORIAL_RESPELLED, set()), (TUTORIAL_NARROW, {"nn.Linear"})],
     ids=["respelled", "narrower range"],
 )
 def test_fx_behaviour_names_the_ops(tmp_path: Path, b: str, ops: set[str]) -> None:

@@ -179,17 +179,22 @@ def _run_fx(backend_config: BackendConfig, model: Any, example_inputs: tuple) ->
             output = converted(*example_inputs)
     except Exception as exc:  # noqa: BLE001 - a spec that makes FX fail is a finding
         return _FxRun({}, {}, None, f"{type(exc).__name__}: {str(exc)[:200]}")
-    placement, targets = fx_placement(converted)
+    placement, targets = fx_placement(converted, dict(model.named_modules()))
     return _FxRun(placement, targets, output)
 
 
-def fx_placement(model: Any) -> tuple[dict[str, list[tuple]], dict[str, str]]:
+def fx_placement(
+    model: Any, float_modules: dict[str, Any] | None = None
+) -> tuple[dict[str, list[tuple]], dict[str, str]]:
     """Per op node of a reference FX model: its dequantized inputs (source and qparams), its
     quantized output, and for a module its class and weight quantization; and each node's
-    target as a name (``nn.Conv2d``, ``operator.add``, ``method:view``)."""
+    target as a name (``nn.Conv2d``, ``operator.add``, ``method:view``). A module node is
+    named by the class ``float_modules`` (the float model's) has at its path, the op the spec's
+    entry matched, rather than the reference module it became."""
     from backend_spec.check.signature import class_name, function_name
 
     modules = dict(model.named_modules())
+    float_modules = float_modules or {}
     placement: dict[str, list[tuple]] = {}
     targets: dict[str, str] = {}
     for node in model.graph.nodes:
@@ -198,8 +203,8 @@ def fx_placement(model: Any) -> tuple[dict[str, list[tuple]], dict[str, str]]:
         entries: list[tuple] = []
         if node.op == "call_module":
             module = modules[node.target]
-            targets[node.name] = class_name(type(module))
-            entries.append(("module", targets[node.name], *_weight(module)))
+            targets[node.name] = class_name(type(float_modules.get(node.target, module)))
+            entries.append(("module", class_name(type(module)), *_weight(module)))
         elif node.op == "call_method":
             targets[node.name] = f"method:{node.target}"
         else:
@@ -247,8 +252,12 @@ def _qparams(model: Any, node: Any) -> tuple:
     """As pt2e's placement reads them; FX keeps a per-tensor scale as a one-element tensor."""
     from backend_spec.pt2e.compare import node_qparams
 
-    values = node_qparams(model, node)
-    return tuple(v[0] if isinstance(v, tuple) and len(v) == 1 else v for v in values)
+    values = [
+        v[0] if isinstance(v, tuple) and len(v) == 1 else v for v in node_qparams(model, node)
+    ]
+    if len(values) > 1 and isinstance(values[1], float) and values[1].is_integer():
+        values[1] = int(values[1])  # a zero point, read off a float tensor
+    return tuple(values)
 
 
 def _weight(module: Any) -> tuple:

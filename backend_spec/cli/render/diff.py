@@ -153,7 +153,12 @@ def behaviour_text(result: Any, a: str, b: str) -> str:
     if result.identical:
         lines = [f"{a} and {b} quantize identically ({ran})"]
     else:
-        ops = sorted(result.differences, key=lambda key: (result.flows.index(key[0]), key[1]))
+        # Per flow, the ops with the most differing nodes first: the changed entry's op
+        # before the neighbours whose inputs merely moved with it.
+        ops = sorted(
+            result.differences,
+            key=lambda key: (result.flows.index(key[0]), -len(result.differences[key]), key[1]),
+        )
         lines = [f"{a} and {b} quantize differently on {plural(len(ops), 'op')} ({ran}):"]
         for flow, op in ops:
             found = result.differences[flow, op]
