@@ -114,6 +114,8 @@ def test_compiled_module_keeps_names_and_observer_options(
     assert bool(found) == bool(warnings), result.output
     for text in warnings:
         assert text in result.output, result.output
+    if weight != "qint8":  # placed at the dtype config's key (line 4, column 3)
+        assert f"{spec}:4:3: warning BS920 dtype config 'act_w8'" in result.output
 
     module = runpy.run_path(str(out))
     assert list(module["DTYPE_CONFIGS"]) == ["act_w8", "act8"]

@@ -258,10 +258,14 @@ def _unnameable(text: str) -> SpecError:
     )
 
 
-def module_warnings(backend_config: Any, source: str = "a spec") -> list[Diagnostic]:
+def module_warnings(
+    backend_config: Any, source: str = "a spec", doc: Any = None
+) -> list[Diagnostic]:
     """What the module's ``get_backend_config()`` cannot carry, each with where it went:
     a dtype config's version 2 observer options (kept by ``get_qconfig_mapping()``), and
-    the pt2e keys (only ``compile --target pt2e`` writes them)."""
+    the pt2e keys (only ``compile --target pt2e`` writes them). A named dtype config is placed
+    at its key in ``doc`` (the spec's source) when it is defined there, else at the first
+    entry that uses it."""
     from backend_spec.ir.lower import backend_of
 
     backend = backend_of(backend_config)
@@ -274,7 +278,8 @@ def module_warnings(backend_config: Any, source: str = "a spec") -> list[Diagnos
             seen.add(dc)
             options = _observer_options(dc)
             if options:
-                found.append(_observer_warning(source, entry.origin.line, dc.name, options))
+                line, column = _defined_at(doc, dc.name) or (entry.origin.line, 0)
+                found.append(_observer_warning(source, line, column, dc.name, options))
     pt2e = sorted(
         {key for e in backend for key, value in e.pt2e_options().items() if value is not None},
         key=PT2E_PATTERN_FIELDS.index,
@@ -305,12 +310,21 @@ def _observer_options(dc: Any) -> list[str]:
     ]
 
 
-def _observer_warning(source: str, line: int, name: str | None, options: list[str]) -> Diagnostic:
+def _defined_at(doc: Any, name: str | None) -> tuple[int, int] | None:
+    """The position of ``dtype_configs.NAME``'s key in ``doc``, if it is defined there."""
+    if doc is None or name is None:
+        return None
+    return doc.key_positions.get(doc.canonical(("dtype_configs", name)))
+
+
+def _observer_warning(
+    source: str, line: int, column: int, name: str | None, options: list[str]
+) -> Diagnostic:
     label = f"dtype config {name!r}" if name else "an inline dtype config"
     return Diagnostic(
         source,
         line,
-        0,
+        column,
         codes.FX_MODULE_LEAVES_OUT,
         f"{label} sets {', '.join(options)}; the module's get_backend_config() leaves "
         f"{'it' if len(options) == 1 else 'them'} out (a BackendConfig has no field for "

@@ -101,7 +101,7 @@ def compile_command(
         except SpecError as error:
             raise report_errors(error) from None
         write_file(output, text)
-        diagnostics(module_warnings(compiled.backend_config, str(spec)))
+        diagnostics(module_warnings(compiled.backend_config, str(spec), compiled.doc))
         out_line(f"wrote {output}")
     if emit_pytest is not None:
         write_emitted_test(spec, emit_pytest, golden, allow_import)
