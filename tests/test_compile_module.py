@@ -5,6 +5,7 @@ BS920 warning names each option left out of ``get_backend_config()`` and where i
 
 from __future__ import annotations
 
+import copy
 import runpy
 from pathlib import Path
 
@@ -42,7 +43,7 @@ patterns:
 {extra}"""
 
 PER_CHANNEL = "{dtype: qint8, granularity: per_channel}"
-AFFINE = "{dtype: quint8, qscheme: affine, observer: moving_average_minmax, fake_quant: learnable}"
+AFFINE = "{dtype: qint8, qscheme: affine, observer: moving_average_minmax, fake_quant: learnable}"
 
 #: (case, input mapping, weight mapping, extra entry text, warnings expected (substrings),
 #:  the conv's weight granularity and input observer prepare/convert_fx give through the
@@ -103,7 +104,7 @@ def test_compiled_module_keeps_names_and_observer_options(
     tmp_path: Path, case, inp, weight, extra, warnings, granularity, observer
 ) -> None:
     from torch.ao.quantization.qconfig import qconfig_equals
-    from torch.ao.quantization.quantize_fx import convert_to_reference_fx, prepare_fx
+    from torch.ao.quantization.quantize_fx import convert_fx, convert_to_reference_fx, prepare_fx
 
     spec = tmp_path / f"{case}.yaml"
     spec.write_text(HEAD.format(input=inp, weight=weight, extra=extra))
@@ -138,7 +139,10 @@ def test_compiled_module_keeps_names_and_observer_options(
         )
         prepared(*example)
         input_observer = type(prepared.activation_post_process_0).__name__
-        converted = convert_to_reference_fx(prepared, backend_config=module["get_backend_config"]())
+        backend = module["get_backend_config"]()
+        lowered = convert_fx(copy.deepcopy(prepared), backend_config=backend)
+        lowered(*example)
+        converted = convert_to_reference_fx(prepared, backend_config=backend)
         converted(*example)
     conv = converted.conv
     assert type(conv).__module__.startswith("torch.ao.nn.quantized.reference")
