@@ -4,6 +4,12 @@ PYTHON ?= python3
 # (`make test TORCH=2.14.1` -> .venv-2.14.1), so the two never share packages.
 TORCH  ?= 2.13.0
 VENV   := $(if $(filter 2.13.0,$(TORCH)),.venv,.venv-$(TORCH))
+# Where pip finds torch's CPU build: torch's own CPU index by default (on plain PyPI a Linux
+# torch is the CUDA build, gigabytes of nvidia packages). It is an extra index, so PyPI and any
+# local wheels (pip's find-links, a mirror) still count, and pip prefers 2.13.0+cpu over
+# PyPI's 2.13.0. A machine that cannot reach it costs one quick retry, then pip goes on without
+# it; a machine with its own CPU wheel may set TORCH_INDEX= (empty) to skip it.
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 PY     := $(VENV)/bin/python
 BESPEC := $(VENV)/bin/bespec
 STAMP  := $(VENV)/.installed
@@ -20,9 +26,9 @@ PIP := $(PY) -m pip install --quiet --quiet
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) --upgrade pip
-	# The CPU wheel: torch==2.13.0 by default (TORCH=2.14.1 for the second venv); an unpinned
-	# torch would pull gigabytes of CUDA packages.
-	$(PIP) torch==$(TORCH)
+	# The CPU wheel: torch==2.13.0 by default (TORCH=2.14.1 for the second venv), from
+	# TORCH_INDEX; --retries 1 bounds the wait for an index this machine cannot reach.
+	$(PIP) --retries 1 torch==$(TORCH) $(if $(strip $(TORCH_INDEX)),--extra-index-url $(TORCH_INDEX))
 	# torchao (the pt2e extra) is pinned; pip keeps the torch installed above.
 	$(PIP) --config-settings editable_mode=compat -e '.[dev,pt2e]'
 	# XNNPACKQuantizer for tests/test_parity.py: --no-deps keeps torch 2.13.0 (executorch 1.5.1

@@ -464,3 +464,11 @@ FACTORY_MISMATCH = _register(
     "a closure's factory, called again with the same arguments, builds something else",
     "make the factory deterministic, or define the function at module level",
 )
+FX_MODULE_LEAVES_OUT = _register(
+    "BS920",
+    "fx-module-leaves-out",
+    W,
+    "`compile -o` writes a BackendConfig module, which has no field for an option of the spec "
+    "(version 2 observer options, pt2e keys)",
+    "observer options: use the module's get_qconfig_mapping(); pt2e keys: compile --target pt2e",
+)

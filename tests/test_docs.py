@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from backend_spec.cli.app import app
@@ -58,14 +59,29 @@ def test_builtin_page_covers_every_dtype_config() -> None:
     assert fusion_rows == sum(1 for c in config.configs if c.fuser_method is not None)
 
 
-def test_dtype_text() -> None:
-    from backend_spec._torch import DTypeWithConstraints, torch
+@pytest.mark.parametrize(
+    ("options", "text"),
+    [
+        ({}, "qint8"),
+        (
+            {"scale_exact_match": 1 / 256, "zero_point_exact_match": 0},
+            "qint8 (scale = 0.00390625, zp = 0)",
+        ),
+        (
+            {"granularity": "per_channel", "quant_min_lower_bound": -127},
+            "qint8 (-127.., per_channel)",
+        ),
+        (
+            {"observer": "histogram", "reduce_range": True},
+            "qint8 (observer histogram, reduce_range)",
+        ),
+    ],
+)
+def test_dtype_text(options, text) -> None:
+    from backend_spec._torch import torch
+    from backend_spec.ir import DTypeMapping
 
-    assert dtype_text(DTypeWithConstraints(dtype=torch.qint8)) == "qint8"
-    fixed = DTypeWithConstraints(
-        dtype=torch.quint8, scale_exact_match=1 / 256, zero_point_exact_match=0
-    )
-    assert dtype_text(fixed) == "quint8 (scale = 0.00390625, zp = 0)"
+    assert dtype_text(DTypeMapping.of(torch.qint8, options)) == text
 
 
 def test_output_file_and_misuse(tmp_path: Path) -> None:

@@ -557,6 +557,10 @@ def test_x86_inductor_quantizer_exports_and_matches_unseen_models(tmp_path):
     assert "verified: 8/8 models" in done.stderr
     # X86InductorQuantizer itself raises on resnet18_net (one ReLU module called twice).
     assert _matches(out, original, "resnet18_net", extra=_unseen()) == []
+    # The shipped port and this fresh export are spelled differently, and behave alike.
+    same = _bespec("diff", str(ROOT / "specs" / "x86_inductor.yaml"), str(out), "--behaviour")
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "quantize identically (pt2e: 8 models and 641 probes" in same.stdout
 
 
 def test_a_refusal_names_each_differing_op_and_the_gaps():

@@ -330,12 +330,15 @@ def build_document(
     *,
     name: str | None = None,
     base: str | None = None,
+    spec_names: bool = False,
 ) -> SpecDocument:
     """The spec document of ``backend_config``; raises ``SpecError`` listing everything a
     spec cannot express (objects without a name, constraints without a dtype, malformed
     values). ``name`` overrides the config's name (when it has none and no ``name`` is given,
     :data:`UNNAMED` is written with a note); ``base`` writes ``extends: base`` plus only what
-    differs from it. ``source`` is what diagnostics show as the place (default ``<name>``)."""
+    differs from it. ``source`` is what diagnostics show as the place (default ``<name>``).
+    With ``spec_names`` dtype configs keep the names a spec gave them (see
+    :class:`~backend_spec.export.dtypes.DTypeConfigTable`)."""
     from backend_spec.export.extends import rebase
 
     name = name or backend_config.name
@@ -356,7 +359,7 @@ def build_document(
             )
         )
     plan = rebase(backend_config, base) if base is not None else None
-    table = DTypeConfigTable()
+    table = DTypeConfigTable(spec_names=spec_names)
     diagnostics: list[Diagnostic] = []
     doc = SpecDocument(name=name, notes=notes)
     indexed = plan.entries if plan is not None else list(enumerate(backend_config.configs))

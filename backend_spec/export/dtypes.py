@@ -147,21 +147,27 @@ def derived_name(doc: DTypeDoc, detailed: bool = False) -> str:
 
 
 class DTypeConfigTable:
-    """Assigns each distinct DTypeConfig one name, in first-appearance order."""
+    """Assigns each distinct DTypeConfig one name, in first-appearance order.
 
-    def __init__(self) -> None:
+    With ``spec_names`` a config that has the spec's name for it keeps that name (a config
+    written twice under two names stays two configs): what ``compile -o`` writes for a spec.
+    """
+
+    def __init__(self, *, spec_names: bool = False) -> None:
         self._known = _known_names()
-        self._by_signature: dict[str, str] = {}
+        self._spec_names = spec_names
+        self._by_signature: dict[tuple[str | None, str], str] = {}
         self.docs: dict[str, DTypeDoc] = {}
 
     def name_of(self, dc: Facts) -> str:
         """The name under which ``dc`` (of the intermediate form, version 2 options included)
         is hoisted (registering it on first sight)."""
         doc = dtype_config_doc(dc)
-        signature = _signature(doc)
+        own = dc.name if self._spec_names else None
+        signature = (own, _signature(doc))
         name = self._by_signature.get(signature)
         if name is None:
-            name = self._known.get(signature) or derived_name(doc)
+            name = own or self._known.get(signature[1]) or derived_name(doc)
             if name in self.docs:  # another config has that name: spell the constraints out
                 name = derived_name(doc, detailed=True)
             name = self._unique(name)

@@ -3,7 +3,13 @@
 The module's ``get_backend_config()`` rebuilds the same BackendConfig importing only torch
 (and ``operator`` or allowed modules when the spec names them), so a backend can ship without
 bespec at run time. It is generated from the export document, so it names objects exactly as
-a spec file would and recovers the same named dtype configs.
+a spec file would, and keeps the spec's names for its dtype configs.
+
+A BackendConfig has no field for the version 2 observer options of a dtype config
+(``granularity: per_channel``, ``observer``, ``qscheme``, ``fake_quant``...): the module's
+``get_qconfig_mapping()`` carries them, as the QConfigs ``backend_spec.qconfig_mapping`` builds.
+The pt2e keys have no FX form at all; ``compile --target pt2e`` writes them.
+:func:`module_warnings` names what the BackendConfig leaves out and where it went instead.
 """
 
 from __future__ import annotations
@@ -23,9 +29,11 @@ from backend_spec.names.vocabulary import (
 )
 from backend_spec.specfile.fields import (
     CONSTRAINT_FIELDS,
+    DTYPE_CONFIG_MAPPINGS,
     MODULE_KINDS,
     PATTERN_FIELDS,
     PATTERN_KINDS,
+    PT2E_PATTERN_FIELDS,
     FieldKind,
 )
 
@@ -130,6 +138,61 @@ class _Writer:
             return self.function(value, arity)
         return repr(value)
 
+    def op(self, op: Any) -> str:
+        """An op of a QConfigMapping (a class, a function or a method name) as code."""
+        from backend_spec.names.naming import op_name
+
+        name = op_name(op)
+        if name is None:
+            raise _unnameable(repr(op))
+        return self.name(name)
+
+    def constructor(self, value: Any) -> str:
+        """An observer or fake-quantize constructor (``Cls.with_args(...)``) as code; its
+        arguments are dtypes, qschemes, numbers and nested constructors."""
+        partial = getattr(value, "p", None)
+        if partial is None or getattr(value, "callable_args", None):
+            raise _unnameable(repr(value))
+        cls = partial.func
+        self.imports.add(cls.__module__)
+        dotted = _dotted_code(f"{cls.__module__}.{cls.__qualname__}")
+        args = ", ".join(f"{k}={self.constant(v)}" for k, v in partial.keywords.items())
+        return f"{dotted}.with_args({args})"
+
+    def constant(self, value: Any) -> str:
+        """An observer argument as code: literals with repr, torch's dtypes and qschemes by
+        their dotted names, constructors through :meth:`constructor`."""
+        import torch
+
+        if isinstance(value, (torch.dtype, torch.qscheme)):
+            return _dotted_code(str(value))
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return repr(value)
+        return self.constructor(value)
+
+    def qconfig(self, qconfig: Any) -> str:
+        weight = "None" if qconfig.weight is None else self.constructor(qconfig.weight)
+        return (
+            f"QConfig(\n{_INDENT * 2}activation={self.constructor(qconfig.activation)},"
+            f"\n{_INDENT * 2}weight={weight},\n{_INDENT})"
+        )
+
+    def qconfig_pairs(self, backend_config: Any, *, qat: bool) -> str:
+        """The body of a function returning ``[(op, QConfig), ...]``: the QConfigs of
+        ``backend_spec.qconfig_mapping`` (each distinct one bound once, so fused ops share)."""
+        from backend_spec.analysis.qconfigs import op_qconfigs
+
+        names: dict[str, str] = {}
+        lines: list[str] = []
+        pairs: list[str] = []
+        for op, qconfig in op_qconfigs(backend_config, None, qat=qat).items():
+            code = self.qconfig(qconfig)
+            if code not in names:
+                names[code] = f"q{len(names)}"
+                lines.append(f"{_INDENT}{names[code]} = {code}")
+            pairs.append(f"{_INDENT * 2}({self.op(op)}, {names[code]}),")
+        return "\n".join([*lines, f"{_INDENT}return [", *pairs, f"{_INDENT}]"])
+
     def entry(self, doc: dict[str, Any], dtype_refs: dict[str, str]) -> list[str]:
         """The constructor and setter calls of one exported entry, in the table's order."""
         head, calls = "BackendPatternConfig()", []
@@ -178,17 +241,103 @@ def _dotted_code(dotted: str) -> str:
     """
     if all(part.isidentifier() and not keyword.iskeyword(part) for part in dotted.split(".")):
         return dotted
-    raise SpecError(
+    raise _unnameable(dotted)
+
+
+def _unnameable(text: str) -> SpecError:
+    return SpecError(
         [
             Diagnostic(
                 "<export>",
                 0,
                 0,
                 codes.UNNAMEABLE,
-                f"{dotted!r} is not a dotted Python name; it cannot be written as code",
+                f"{text!r} is not a dotted Python name; it cannot be written as code",
             )
         ]
     )
+
+
+def module_warnings(
+    backend_config: Any, source: str = "a spec", doc: Any = None
+) -> list[Diagnostic]:
+    """What the module's ``get_backend_config()`` cannot carry, each with where it went:
+    a dtype config's version 2 observer options (kept by ``get_qconfig_mapping()``), and
+    the pt2e keys (only ``compile --target pt2e`` writes them). A named dtype config is placed
+    at its key in ``doc`` (the spec's source) when it is defined there, else at the first
+    entry that uses it."""
+    from backend_spec.ir.lower import backend_of
+
+    backend = backend_of(backend_config)
+    found: list[Diagnostic] = []
+    seen: set[Any] = set()
+    for entry in backend:
+        for dc in entry.dtype_configs:
+            if dc in seen:
+                continue
+            seen.add(dc)
+            options = _observer_options(dc)
+            if options:
+                line, column = _defined_at(doc, dc.name) or (entry.origin.line, 0)
+                found.append(_observer_warning(source, line, column, dc.name, options))
+    pt2e = sorted(
+        {key for e in backend for key, value in e.pt2e_options().items() if value is not None},
+        key=PT2E_PATTERN_FIELDS.index,
+    )
+    pt2e += [key for key in ("graph_inputs", "input_sharing") if _sets(backend, key)]
+    if pt2e:
+        found.append(
+            Diagnostic(
+                source,
+                0,
+                0,
+                codes.FX_MODULE_LEAVES_OUT,
+                f"the FX module leaves out the pt2e keys {', '.join(pt2e)}: "
+                "a BackendConfig has no field for them",
+                f"bespec compile {source} --target pt2e -o quantizer.py writes a module whose "
+                "get_quantizer() keeps them",
+            )
+        )
+    return found
+
+
+def _observer_options(dc: Any) -> list[str]:
+    """``weight_dtype.granularity: per_channel``... for each observer option ``dc`` sets."""
+    return [
+        f"{key}.{option}: {str(value).lower() if isinstance(value, bool) else value}"
+        for key in DTYPE_CONFIG_MAPPINGS
+        for option, value in dc.mapping(key).observer.items()
+    ]
+
+
+def _defined_at(doc: Any, name: str | None) -> tuple[int, int] | None:
+    """The position of ``dtype_configs.NAME``'s key in ``doc``, if it is defined there."""
+    if doc is None or name is None:
+        return None
+    return doc.key_positions.get(doc.canonical(("dtype_configs", name)))
+
+
+def _observer_warning(
+    source: str, line: int, column: int, name: str | None, options: list[str]
+) -> Diagnostic:
+    label = f"dtype config {name!r}" if name else "an inline dtype config"
+    return Diagnostic(
+        source,
+        line,
+        column,
+        codes.FX_MODULE_LEAVES_OUT,
+        f"{label} sets {', '.join(options)}; the module's get_backend_config() leaves "
+        f"{'it' if len(options) == 1 else 'them'} out (a BackendConfig has no field for "
+        "observer options)",
+        "the module's get_qconfig_mapping() keeps them; quantize with prepare_fx(model, "
+        "get_qconfig_mapping(), example_inputs, backend_config=get_backend_config()) "
+        "(get_qconfig_mapping(qat=True) for prepare_qat_fx)",
+    )
+
+
+def _sets(backend: Any, key: str) -> bool:
+    value = getattr(backend, key)
+    return value is not None and not (key == "input_sharing" and value == "dtype")
 
 
 def generate_module(backend_config: Any, source: str = "a spec") -> str:
@@ -196,7 +345,7 @@ def generate_module(backend_config: Any, source: str = "a spec") -> str:
     from backend_spec import __version__
     from backend_spec.export.document import build_document
 
-    document = build_document(backend_config, source).to_dict()
+    document = build_document(backend_config, source, spec_names=True).to_dict()
     writer = _Writer()
     dtype_refs = {name: f"DTYPE_CONFIGS[{name!r}]" for name in document.get("dtype_configs", {})}
     dtype_lines = [
@@ -209,19 +358,26 @@ def generate_module(backend_config: Any, source: str = "a spec") -> str:
         body.append(f"{_INDENT * 3}{head}")
         body.extend(f"{_INDENT * 4}{call}" for call in calls)
         body[-1] += ","
+    qconfigs = writer.qconfig_pairs(backend_config, qat=False)
+    qat_qconfigs = writer.qconfig_pairs(backend_config, qat=True)
     imports = "\n".join(f"import {m}" for m in sorted(writer.imports))
     name = document["name"]
     return _TEMPLATE.format(
         module_doc=_docstring(
             f"BackendConfig {name!r}, generated by bespec {__version__} from {source!r}.\n\n"
             "Do not edit: change the spec and run `bespec compile` again. "
-            "Needs only torch at run time.\n"
+            "Needs only torch at run time.\n\n"
+            "prepare_fx(model, get_qconfig_mapping(), example_inputs, "
+            "backend_config=get_backend_config()) quantizes as the spec says; the QConfigs "
+            "carry what a BackendConfig has no field for (per-channel weights, observers).\n"
         ),
         name=repr(name),
         function_doc=_docstring(f"The {name!r} BackendConfig."),
         imports=imports,
         dtype_configs="\n".join(dtype_lines),
         patterns="\n".join(body),
+        qconfigs=qconfigs,
+        qat_qconfigs=qat_qconfigs,
         helpers="".join(sorted(writer.helpers)),
     )
 
@@ -243,6 +399,8 @@ from torch.ao.quantization.backend_config import (
     DTypeWithConstraints,
     ObservationType,
 )
+from torch.ao.quantization.qconfig import QConfig
+from torch.ao.quantization.qconfig_mapping import QConfigMapping
 
 {helpers}
 
@@ -258,6 +416,23 @@ def get_backend_config() -> BackendConfig:
 {patterns}
         ]
     )
+
+
+def get_qconfig_mapping(qat: bool = False) -> QConfigMapping:
+    '''QConfigs that satisfy the backend's dtype configs, its observer options included
+    (``qat=True``: their fake-quantize twins, for prepare_qat_fx).'''
+    mapping = QConfigMapping()
+    for op, qconfig in _qat_qconfigs() if qat else _qconfigs():
+        mapping.set_object_type(op, qconfig)
+    return mapping
+
+
+def _qconfigs():
+{qconfigs}
+
+
+def _qat_qconfigs():
+{qat_qconfigs}
 """
 
 _LOOKUP = '''

@@ -236,6 +236,16 @@ class Backend:
         return {e.key: e for e in self.entries}
 
     @cached_property
+    def uses_pt2e(self) -> bool:
+        """Whether any pt2e key is set (an entry's ``aten`` chain or policy, ``graph_inputs``,
+        ``input_sharing`` other than FX's): a spec written for the pt2e flow too."""
+        return (
+            self.graph_inputs is not None
+            or self.input_sharing not in (None, "dtype")
+            or any(entry.aten or entry.policy for entry in self.entries)
+        )
+
+    @cached_property
     def quantized_ops(self) -> frozenset[Any]:
         """Ops of single-op patterns that have dtype configs: the ops the backend quantizes."""
         return frozenset(

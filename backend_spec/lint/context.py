@@ -33,6 +33,10 @@ class DTypeUse:
 class LintContext(SpecView):
     """Everything a rule may look at for one spec file."""
 
+    #: The codes of the rules the user selected by name (``--select``, ``select`` in the
+    #: project's settings), not just left on: a rule that sums its findings up lists them.
+    explicit: frozenset[str] = frozenset()
+
     @cached_property
     def noqa(self) -> Suppressions:
         """The file's suppression comments (read once, when first asked)."""

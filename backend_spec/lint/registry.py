@@ -86,6 +86,11 @@ class Selection:
         rules = all_rules()
         return [t for t in (*self.select, *self.ignore) if not any(r.matches(t) for r in rules)]
 
+    def named(self, rule: Rule) -> bool:
+        """Whether ``select`` names the rule (a code, a slug or a prefix), rather than
+        leaving every rule on."""
+        return any(rule.matches(t) for t in self.select)
+
     def enabled(self, rule: Rule) -> bool:
         chosen = not self.select or any(rule.matches(t) for t in self.select)
         return chosen and not any(rule.matches(t) for t in self.ignore)

@@ -33,8 +33,11 @@ def lint_path(
     path: str | Path,
     rules: Iterable[Rule] | None = None,
     allow_imports: Iterable[str] = (),
+    explicit: Iterable[str] = (),
 ) -> list[Diagnostic]:
-    """Every problem of one spec file, in file order, from one read and one validation."""
+    """Every problem of one spec file, in file order, from one read and one validation.
+    ``explicit``: the codes of the rules the user selected by name
+    (:attr:`LintContext.explicit`)."""
     rules = all_rules() if rules is None else tuple(rules)
     with _torch.quiet():
         try:
@@ -43,6 +46,7 @@ def lint_path(
             return _ordered(list(error.diagnostics))
         found = list(built.diagnostics)
         if context is not None:
+            context.explicit = frozenset(explicit)
             found.extend(_findings(context, rules))
     return _ordered(found)
 

@@ -68,10 +68,12 @@ def lint_files(
             from backend_spec.lint.registry import Selection, select_rules
             from backend_spec.lint.runner import lint_path
 
+            chosen = Selection(settings.select, settings.ignore)
             if rules is None:
-                rules = select_rules(Selection(settings.select, settings.ignore))
+                rules = select_rules(chosen)
+            explicit = [rule.id for rule in rules if chosen.named(rule)]
             with recording_reads() as reads:
-                found = lint_path(path, rules, allow_imports)
+                found = lint_path(path, rules, allow_imports, explicit)
             if key:
                 cache.store(key, found, reads)
         report.diagnostics.extend(found)

@@ -120,10 +120,10 @@ def placement(model: Any) -> Placement:
         for index, arg in enumerate(node.all_input_nodes):
             if _is_qdq(arg, "dequantize"):
                 source = _dq_source(arg)
-                entries.append(("in", index, source.name, _qparams(model, arg)))
+                entries.append(("in", index, source.name, node_qparams(model, arg)))
         for user in node.users:
             if _is_qdq(user, "quantize"):
-                entries.append(("out", _qparams(model, user)))
+                entries.append(("out", node_qparams(model, user)))
                 break
         found[node.name] = entries
     return found
@@ -139,7 +139,7 @@ def _dq_source(dq: Any) -> Any:
     return node
 
 
-def _qparams(model: Any, node: Any) -> tuple:
+def node_qparams(model: Any, node: Any) -> tuple:
     values = []
     for arg in node.args[1:]:
         value = _value(model, arg)
@@ -166,7 +166,7 @@ def _value(model: Any, arg: Any) -> Any:
 
 def placement_differences(first: Placement, second: Placement) -> list[str]:
     """One line per operator node whose q/dq placement or qparams differ."""
-    return node_differences(first, second, _placement_part)
+    return node_differences(first, second, placement_part)
 
 
 def node_differences(
@@ -193,7 +193,7 @@ def _entries_text(entries: list[tuple] | None, part: Callable[[tuple], str]) -> 
     return " ".join(part(entry) for entry in entries)
 
 
-def _placement_part(entry: tuple) -> str:
+def placement_part(entry: tuple) -> str:
     if entry[0] == "in":
         return f"in{entry[1]}<-{entry[2]}{_short(entry[3])}"
     return f"out{_short(entry[1])}"

@@ -94,13 +94,14 @@ def compile_command(
     if target == "pt2e":
         compile_pt2e(compiled.backend_config, spec, output)
     elif output is not None:
-        from backend_spec.export.python import generate_module
+        from backend_spec.export.python import generate_module, module_warnings
 
         try:
             text = generate_module(compiled.backend_config, source=str(spec))
         except SpecError as error:
             raise report_errors(error) from None
         write_file(output, text)
+        diagnostics(module_warnings(compiled.backend_config, str(spec), compiled.doc))
         out_line(f"wrote {output}")
     if emit_pytest is not None:
         write_emitted_test(spec, emit_pytest, golden, allow_import)

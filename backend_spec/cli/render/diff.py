@@ -14,7 +14,7 @@ from typing import Any
 from backend_spec.analysis.compare import Difference, diff
 from backend_spec.cli.render.console import plural
 
-__all__ = ["diff_configs", "render_json", "render_text"]
+__all__ = ["behaviour_json", "behaviour_text", "diff_configs", "render_json", "render_text"]
 
 
 def diff_configs(old: Any, new: Any) -> list[Difference]:
@@ -140,3 +140,61 @@ def spec_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value) if isinstance(value, (int, float, str)) else repr(value)
+
+
+#: Lines shown per differing op in the text report (JSON has them all).
+_LINES_PER_OP = 4
+
+
+def behaviour_text(result: Any, a: str, b: str) -> str:
+    """``diff --behaviour``: "quantize identically" with what was run, or each differing op
+    (flow and op, then a few ``model: node: A vs B`` lines)."""
+    ran = _ran(result)
+    if result.identical:
+        lines = [f"{a} and {b} quantize identically ({ran})"]
+    else:
+        # Per flow, the ops with the most differing nodes first: the changed entry's op
+        # before the neighbours whose inputs merely moved with it.
+        ops = sorted(
+            result.differences,
+            key=lambda key: (result.flows.index(key[0]), -len(result.differences[key]), key[1]),
+        )
+        lines = [f"{a} and {b} quantize differently on {plural(len(ops), 'op')} ({ran}):"]
+        for flow, op in ops:
+            found = result.differences[flow, op]
+            lines.append(f"  {flow} {op}")
+            lines += [f"    {line}" for line in found[:_LINES_PER_OP]]
+            if len(found) > _LINES_PER_OP:
+                lines.append(f"    ... and {len(found) - _LINES_PER_OP} more")
+    return "\n".join(lines) + "\n"
+
+
+def _ran(result: Any) -> str:
+    parts = []
+    if "pt2e" in result.flows:
+        parts.append(
+            f"pt2e: {plural(result.pt2e_models, 'model')} and {plural(result.pt2e_probes, 'probe')}"
+        )
+    if "fx" in result.flows:
+        parts.append(f"FX: {plural(result.fx_models, 'model')}")
+    return "; ".join(parts) + "; placement, qparams, outputs"
+
+
+def behaviour_json(result: Any) -> str:
+    """``diff --behaviour --format json``: the verdict, the flows run and every difference."""
+    return json.dumps(
+        {
+            "identical": result.identical,
+            "flows": list(result.flows),
+            "ran": {
+                "pt2e_models": result.pt2e_models,
+                "pt2e_probes": result.pt2e_probes,
+                "fx_models": result.fx_models,
+            },
+            "differences": [
+                {"flow": flow, "op": op, "nodes": lines}
+                for (flow, op), lines in result.differences.items()
+            ],
+        },
+        indent=2,
+    )

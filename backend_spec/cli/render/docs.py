@@ -48,24 +48,37 @@ def _number(value: float) -> str:
     return f"{value:.6g}"
 
 
-def dtype_text(constraints: Any) -> str:
-    """``quint8 (0..255, scale ≥ 0.000244)``: a dtype with its constraints, briefly."""
-    if constraints is None or constraints.dtype is None:
+def dtype_text(mapping: Any) -> str:
+    """``quint8 (0..255, scale ≥ 0.000244)``, ``qint8 (per_channel, observer histogram)``: a
+    dtype mapping of the intermediate form with its constraints and version 2 observer
+    options, briefly."""
+    if mapping.dtype is None:
         return ""
     parts = []
-    low, high = constraints.quant_min_lower_bound, constraints.quant_max_upper_bound
+    low, high = mapping.get("quant_min_lower_bound"), mapping.get("quant_max_upper_bound")
     if low is not None or high is not None:
         parts.append(f"{'' if low is None else low}..{'' if high is None else high}")
-    if constraints.scale_min_lower_bound is not None:
-        parts.append(f"scale ≥ {_number(constraints.scale_min_lower_bound)}")
-    if constraints.scale_max_upper_bound is not None:
-        parts.append(f"scale ≤ {_number(constraints.scale_max_upper_bound)}")
-    if constraints.scale_exact_match is not None:
-        parts.append(f"scale = {_number(constraints.scale_exact_match)}")
-    if constraints.zero_point_exact_match is not None:
-        parts.append(f"zp = {constraints.zero_point_exact_match}")
-    name = dtype_name(constraints.dtype)
+    for key, text in (
+        ("scale_min_lower_bound", "scale ≥ {}"),
+        ("scale_max_upper_bound", "scale ≤ {}"),
+        ("scale_exact_match", "scale = {}"),
+    ):
+        if mapping.get(key) is not None:
+            parts.append(text.format(_number(mapping.get(key))))
+    if mapping.get("zero_point_exact_match") is not None:
+        parts.append(f"zp = {mapping.get('zero_point_exact_match')}")
+    parts += [_option_text(key, value) for key, value in mapping.observer.items()]
+    name = dtype_name(mapping.dtype)
     return f"{name} ({', '.join(parts)})" if parts else name
+
+
+def _option_text(key: str, value: Any) -> str:
+    """A version 2 observer option: ``per_channel``, ``observer histogram``, ``reduce_range``."""
+    if key == "granularity":
+        return str(value)
+    if value is True:
+        return key
+    return f"{key} {str(value).lower()}"
 
 
 def _row(cells: list[str]) -> str:
@@ -81,23 +94,32 @@ def _modules(config: Any) -> str:
     return " / ".join(n or "–" for n in names) if any(names) else ""
 
 
-def _quantized_rows(config: Any) -> list[list[str]]:
+def _quantized_rows(config: Any, entry: Any) -> list[list[str]]:
+    """One row per DTypeConfig of ``config``, read from ``entry`` (its intermediate form,
+    which has the version 2 observer options torch's DTypeConfig has no field for)."""
     rows = []
-    for i, dc in enumerate(config.dtype_configs):
+    for i, dc in enumerate(entry.dtype_configs):
         first = i == 0
         rows.append(
             [
                 f"`{config_label(config)}`" if first else "",
                 _OBSERVATION[config.observation_type] if first else "",
-                dtype_text(dc.input_dtype_with_constraints),
-                dtype_text(dc.weight_dtype_with_constraints),
-                dtype_text(dc.output_dtype_with_constraints),
-                "" if dc.bias_dtype is None else dtype_name(dc.bias_dtype),
-                "yes" if dc.is_dynamic else "",
+                *dtype_cells(dc),
                 _modules(config) if first else "",
             ]
         )
     return rows
+
+
+def dtype_cells(dc: Any) -> list[str]:
+    """A DTypeConfig of the intermediate form as input, weight, output, bias and dynamic."""
+    return [
+        dtype_text(dc.mapping("input_dtype")),
+        dtype_text(dc.mapping("weight_dtype")),
+        dtype_text(dc.mapping("output_dtype")),
+        "" if dc.bias_dtype is None else dtype_name(dc.bias_dtype),
+        "yes" if dc.is_dynamic else "",
+    ]
 
 
 def _count(n: int, noun: str) -> str:
@@ -108,6 +130,7 @@ def backend_markdown(backend_config: Any, source: str = "") -> str:
     """The Markdown page of a BackendConfig (``source`` names where it came from)."""
     from backend_spec.cli.render.summary import counts
     from backend_spec.export.families import family_of
+    from backend_spec.ir.lower import backend_of
 
     configs = list(backend_config.configs)
     n = counts(backend_config)
@@ -123,14 +146,14 @@ def backend_markdown(backend_config: Any, source: str = "") -> str:
     if fusions:
         rows = [[f"`{config_label(c)}`", object_label(c.fused_module), _fuser(c)] for c in fusions]
         lines += ["## Fusions", "", *_table(("pattern", "fused module", "fuser"), rows), ""]
-    families: dict[str, list[Any]] = {}
-    for config in configs:
+    families: dict[str, list[tuple[Any, Any]]] = {}
+    for config, entry in zip(configs, backend_of(backend_config), strict=True):
         if config.dtype_configs:
-            families.setdefault(family_of(config), []).append(config)
+            families.setdefault(family_of(config), []).append((config, entry))
     if families:
         lines += ["## Quantized patterns", ""]
     for family, members in families.items():
-        rows = [row for config in members for row in _quantized_rows(config)]
+        rows = [row for config, entry in members for row in _quantized_rows(config, entry)]
         lines += [f"### {family}", "", *_table(_QUANTIZED_COLUMNS, rows), ""]
     idle = [c for c in configs if not c.dtype_configs and c.fuser_method is None]
     if idle:

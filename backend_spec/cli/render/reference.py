@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from backend_spec.codes import REGISTRY
+from backend_spec.specfile.fields import PT2E_PATTERN_FIELDS
 
 _STAGES = {
     "1": "reading the file",
@@ -140,7 +141,14 @@ KEY_TABLES = {
     "constrained_dtype": ("$defs", "DTypeWithConstraintsModel"),
 }
 
-_KEY_BLOCK = re.compile(r"(<!-- keys: (\w+) -->\n)(.*?)(<!-- /keys -->)", re.DOTALL)
+#: Keys of the pt2e flow only (FX ignores them): left out of their model's table, each has a
+#: section of its own with a one-row table (``<!-- keys: pattern.aten -->``).
+PT2E_KEYS = {
+    "spec": ("graph_inputs", "input_sharing"),
+    "pattern": PT2E_PATTERN_FIELDS,
+}
+
+_KEY_BLOCK = re.compile(r"(<!-- keys: ([\w.]+) -->\n)(.*?)(<!-- /keys -->)", re.DOTALL)
 
 _REF_WORDS = {
     "DTypeConfigModel": "dtype config",
@@ -153,17 +161,23 @@ _REF_WORDS = {
 
 
 def key_table(name: str) -> str:
-    """The Markdown table of one model's keys: key, value, meaning, format version."""
+    """The Markdown table of one model's keys: key, value, meaning, format version. ``name``
+    is a model of :data:`KEY_TABLES` (its keys but the pt2e ones) or ``MODEL.KEY`` (one key's
+    row)."""
     from backend_spec.specfile.models import json_schema
 
+    model, _, only = name.partition(".")
     node: Any = json_schema()
-    for part in KEY_TABLES[name]:
+    for part in KEY_TABLES[model]:
         node = node[part]
     required = set(node.get("required", ()))
-    setters = _setters() if name == "pattern" else None
+    setters = _setters() if model == "pattern" and not only else None
     head = "| key | value | meaning | since |" + (" torch setter |" if setters else "")
     out = [head, "|---" * head.count(" |") + "|"]
+    skipped = PT2E_KEYS.get(model, ())
     for key, prop in node["properties"].items():
+        if (only and key != only) or (not only and key in skipped):
+            continue
         meaning = prop.get("description") or _inner_description(prop)
         if key in required:
             meaning = f"**Required.** {meaning}"

@@ -89,4 +89,21 @@ def print_pattern_table(compiled: Compiled) -> None:
         )
     title = f"{bc.name}: {plural(len(bc.configs), 'pattern')}"
     headers = ("#", "pattern", "dtype configs", "modules", "observation", "from")
-    print_table(make_console(), title, headers, rows, heading_cells=2)
+    console = make_console()
+    print_table(console, title, headers, rows, heading_cells=2)
+    print_dtype_table(console, compiled, name_of)
+
+
+def print_dtype_table(console: Any, compiled: Compiled, name_of: Any) -> None:
+    """The dtype configs the entries name, each once: dtypes, constraints and the version 2
+    observer options (per-channel weights, observers) a BackendConfig has no field for."""
+    from backend_spec.cli.render.docs import dtype_cells
+
+    rows: dict[str, list[str]] = {}
+    for entry in compiled.backend:
+        for dc in entry.dtype_configs:
+            rows.setdefault(name_of(dc), [name_of(dc), *dtype_cells(dc)])
+    if rows:
+        headers = ("dtype config", "input", "weight", "output", "bias", "dynamic")
+        title = plural(len(rows), "dtype config")
+        print_table(console, title, headers, list(rows.values()), heading_cells=1)

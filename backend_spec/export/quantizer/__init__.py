@@ -101,7 +101,7 @@ def export_quantizer(
     from backend_spec.export import dump
     from backend_spec.export.quantizer import probe
 
-    suite, branches, unit_names, inputs = _suite()
+    suite, branches, unit_names, inputs = probe_suite()
     recorder = probe.recording(factory())
     # The verification models are converted; the probes are compared as prepared.
     models = {index for index, branch in enumerate(branches) if branch.unit is None}
@@ -247,8 +247,8 @@ Suite = tuple[Any, list[Any], dict[str, tuple[str, ...]], tuple]
 
 
 @functools.cache
-def _suite() -> Suite:
-    """The probe suite, built once per process.
+def probe_suite() -> Suite:
+    """(exported suite module, its branches, unit key -> op names, inputs), built once per process.
 
     It is never cached on disk: an exported program is saved by ``torch.export.save`` and read
     back by ``torch.export.load``, which unpickles (and falls back to unrestricted unpickling

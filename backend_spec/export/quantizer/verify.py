@@ -257,7 +257,7 @@ def compare_runs(exported: Any, labels: list[str], first: Run, second: Run) -> l
     for index, result in enumerate(results):
         a = first.outputs[index] if index < len(first.outputs) else None
         b = second.outputs[index] if index < len(second.outputs) else None
-        result.outputs_equal = (a is None and b is None) or _equal(a, b)
+        result.outputs_equal = (a is None and b is None) or equal_outputs(a, b)
     return results
 
 
@@ -274,9 +274,10 @@ def _observer_part(entry: tuple) -> str:
     return f"in{entry[1]}<-{entry[2]}[{shown}]" if entry[0] == "in" else f"out[{shown}]"
 
 
-def _equal(a: Any, b: Any) -> bool:
+def equal_outputs(a: Any, b: Any) -> bool:
+    """Whether two model outputs (tensors, nested in tuples and lists) are ``torch.equal``."""
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
         return a.shape == b.shape and torch.equal(a, b)
     if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
-        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
+        return len(a) == len(b) and all(equal_outputs(x, y) for x, y in zip(a, b, strict=True))
     return False
