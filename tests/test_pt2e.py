@@ -27,6 +27,12 @@ ROOT = Path(__file__).resolve().parent.parent
 SPECS = ROOT / "specs"
 nn = torch.nn
 F = torch.nn.functional
+#: Without VNNI, x86's u8s8 int8 kernels add pairs of products in saturating 16-bit (why
+#: fbgemm defaults to reduce_range), so a kernel's output is close to the reference, not
+#: equal to it: measured here on an AVX2 host, 22 dB for a tutorial net compiled with freezing
+#: against its converted model, and a resnet18-shaped net 0.9 dB below FX.
+VNNI = torch.cpu._is_vnni_supported()
+SATURATED_DB = 20.0
 
 
 def compare(spec: str, factory) -> flows.Comparison:
@@ -51,7 +57,7 @@ def test_resnet18_shaped_net_matches_fx() -> None:
     assert result.fx.quantize_ops == result.pt2e.quantize_ops == 33
     assert sorted(result.fx.qparams, key=repr) == sorted(result.pt2e.qparams, key=repr)
     assert result.between_db >= flows.EQUIVALENT_DB
-    assert result.pt2e_db >= result.fx_db - 0.1
+    assert result.pt2e_db >= result.fx_db - (0.1 if VNNI else 1.5)
 
 
 def test_quantizer_is_a_torchao_quantizer_with_a_report() -> None:
@@ -541,4 +547,4 @@ def test_torch_compile_with_freezing_runs_the_pt2e_result_on_cpu() -> None:
         inductor_config.freezing = previous
     assert "onednn.qconv_pointwise" in "".join(code)
     assert "onednn.qlinear_pointwise" in "".join(code)
-    assert flows.sqnr(quantized.output, output) >= flows.EQUIVALENT_DB
+    assert flows.sqnr(quantized.output, output) >= (flows.EQUIVALENT_DB if VNNI else SATURATED_DB)
