@@ -56,6 +56,9 @@ class ModelResult:
     detail: str = ""
     reference_fallback: bool = False
     signature: dict[str, list[str]] = field(default_factory=dict)
+    #: The lowered model fails through torch's lowering of ops the spec does not claim
+    #: (``reason`` says how): not the spec's failure, so the reference model's SQNR stands.
+    torch_limit: bool = False
 
 
 @dataclass
