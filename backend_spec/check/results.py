@@ -33,6 +33,8 @@ class PatternResult:
     reference_fallback: bool = False
     #: What prepare/convert produced (see :mod:`backend_spec.check.signature`).
     signature: dict[str, list[str]] = field(default_factory=dict)
+    #: For a skip that one more pattern entry would run: that entry, as YAML.
+    hint: str = ""
 
     @property
     def key(self) -> str:

@@ -235,16 +235,30 @@ def _node_kinds(reference: Any) -> dict[str, str]:
 
 
 def _latency_ms(model: torch.nn.Module, inputs: tuple, repeats: int = 10) -> float:
-    """Median wall time of one forward, after two warm-up runs."""
+    """Median wall time of one forward, on one thread, after warm-up runs (:data:`WARM_UP`).
+
+    One thread: on a shared CPU, a thread pool waiting for a busy core turns a 0.1 ms forward
+    into tens of milliseconds. Warm-up: the first forwards of a process or of a model pay for
+    lazy initialisation (kernel selection, weight packing, allocator growth), which is not the
+    model's speed."""
+    threads = torch.get_num_threads()
     times = []
-    with torch.no_grad():
-        for i in range(repeats + 2):
-            start = time.perf_counter()
-            model(*(t.clone() for t in inputs))
-            if i >= 2:
-                times.append(time.perf_counter() - start)
+    try:
+        torch.set_num_threads(1)
+        with torch.no_grad():
+            for i in range(repeats + WARM_UP):
+                start = time.perf_counter()
+                model(*(t.clone() for t in inputs))
+                if i >= WARM_UP:
+                    times.append(time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(threads)
     times.sort()
     return round(times[len(times) // 2] * 1000, 3)
+
+
+#: Forwards run and not timed before :func:`_latency_ms` measures.
+WARM_UP = 3
 
 
 # --- the whole check ------------------------------------------------------------------------
