@@ -222,8 +222,6 @@ def test_compile_keeps_lint_notes_out_of_its_warnings(tmp_path):
         ["--golden", "g.json"],
         ["--update-golden", "--golden", "g.json"],
         ["--jobs", "2"],
-        ["--engine", "qnnpack"],
-        ["--verbose"],
     ],
 )
 def test_check_refuses_the_flags_a_flow_does_not_honour(flow, flags):

@@ -48,10 +48,16 @@ def _multi_input(op: Any) -> bool:
 
 @cache
 def _lowered_without_weights() -> tuple[Any, ...]:
-    """Single ops torch's native backend quantizes without weights, in its order: the ops
-    ``convert_fx``'s lowering can run on quantized tensors."""
+    """Single ops that compute new values from one tensor without weights, which torch's
+    native backend quantizes with an observer of their own (``hardswish``, ``sigmoid``,
+    ``layer_norm``...), in its order: the ops ``convert_fx``'s lowering rewrites to run on
+    quantized tensors when a quantize follows them. Ops that share their input's observer
+    (pooling, reshape) and binary ops are left out: their lowering needs quantized inputs."""
     with quiet():
-        from torch.ao.quantization.backend_config import get_native_backend_config
+        from torch.ao.quantization.backend_config import (
+            ObservationType,
+            get_native_backend_config,
+        )
 
         configs = get_native_backend_config().configs
     found: dict[Any, None] = {}
@@ -59,7 +65,13 @@ def _lowered_without_weights() -> tuple[Any, ...]:
         op = config.pattern
         if op is None or isinstance(op, tuple) or not config.dtype_configs:
             continue
-        if not is_weighted_op(op) and all(d.weight_dtype is None for d in config.dtype_configs):
+        if (
+            config.observation_type == ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
+            and not config._num_tensor_args_to_observation_type
+            and not is_weighted_op(op)
+            and not _multi_input(op)
+            and all(d.weight_dtype is None for d in config.dtype_configs)
+        ):
             found[op] = None
     return tuple(found)
 
