@@ -28,7 +28,7 @@ runner = CliRunner()
 def test_compile_prints_a_summary():
     result = runner.invoke(app, ["compile", str(ROOT / "specs/tutorial.yaml")])
     assert result.exit_code == 0, result.output
-    assert "my_backend" in result.output and "3 patterns" in result.output
+    assert "my_backend" in result.output and "5 patterns" in result.output
 
 
 @pytest.mark.parametrize("spec", ["tutorial.yaml", "tutorial.toml"])
