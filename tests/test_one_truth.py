@@ -65,6 +65,25 @@ def test_a_crash_of_the_spec_names_the_entry_line_and_fails() -> None:
     assert "expected scalar type QInt8" in result.detail  # torch's text: --verbose only
 
 
+@pytest.mark.parametrize("flow", ["fx", "both"])
+def test_a_sharing_entry_that_makes_fx_crash_fails_with_its_line_in_every_flow(flow) -> None:
+    from new_user.models import cat_trigger
+
+    bc = backend_spec.load(MYCHIP)
+    result = check_model("cat_trigger", cat_trigger, bc, "x86")
+    assert (result.status, result.torch_limit) == ("fail", False)
+    assert result.reason.startswith(
+        "cat (torch.cat, spec line 47) shares one observer across its inputs and output, so "
+        "FX quantizes its input hswish, which the spec leaves float (nn.Hardswish has no entry)"
+    ), result.reason
+    cli = CliRunner().invoke(
+        app, ["check", str(MYCHIP), "--flow", flow, "--model", "new_user.models:cat_trigger"]
+    )
+    assert cli.exit_code == 1, cli.output
+    assert "spec line 47" in " ".join(cli.output.split())
+    assert "promoteTypes" not in cli.output  # torch's message: --verbose only
+
+
 @pytest.mark.parametrize("flow", ["fx", "pt2e"])
 def test_model_takes_zoo_names_and_replaces_the_zoo_in_every_flow(flow) -> None:
     result = CliRunner().invoke(

@@ -5,7 +5,9 @@ FX then puts a quantize right after that float op, and `convert_fx`'s lowering r
 `dequantize -> op -> quantize` to run the op on quantized tensors, without looking at the op's
 other users. Where the float op also feeds another float op (`y * sigmoid(y)` with no entry for
 `mul` or `sigmoid`), that op receives a quantized tensor and the lowered model fails
-(`promoteTypes with quantized numbers`). The ops listed are the ones torch's own native
+(`promoteTypes with quantized numbers`). Ops that read a float op's output with an observer
+of their own (a conv's input) do the same, but that is torch's lowering, not a choice of the
+spec's, and `check` reports it as such. The ops listed are the ones torch's own native
 backend quantizes without weights (so its lowering knows them) and this spec does not.
 
 ```yaml
@@ -15,8 +17,8 @@ backend quantizes without weights (so its lowering knows them) and this spec doe
 ```
 
 **Fix.** Give the ops that feed it entries of their own (`operator.mul`, `nn.Sigmoid`, ...), or
-accept that `check` reports such models as torch's lowering limitation (the row names the
-node and the entries; it does not fail the run).
+let the op observe its output on its own (`output_use_different_observer_as_input`). `bespec
+check` fails a model that trips on it and names the node, the float op and this entry's line.
 """
 
 from __future__ import annotations
@@ -99,6 +101,7 @@ def check(context: LintContext) -> Iterator[Problem]:
             f"an op the spec leaves float computed (no entry for {names}{more}), and "
             "convert_fx's lowering may then run that op on quantized tensors, which fails "
             "where it also feeds a float op",
-            "give the ops that feed it entries of their own, or expect `bespec check` to "
-            "report such models as torch's lowering limitation",
+            "give the ops that feed it entries of their own, or observe its output on its own "
+            "(output_use_different_observer_as_input); `bespec check` names the node when a "
+            "model trips on it",
         )
