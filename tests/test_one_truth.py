@@ -73,7 +73,7 @@ def test_a_sharing_entry_that_makes_fx_crash_fails_with_its_line_in_every_flow(f
     result = check_model("cat_trigger", cat_trigger, bc, "x86")
     assert (result.status, result.torch_limit) == ("fail", False)
     assert result.reason.startswith(
-        "cat (torch.cat, spec line 47) shares one observer across its inputs and output, so "
+        "cat (torch.cat, spec line 47) shares one observer across the tensors it joins, so "
         "FX quantizes its input hswish, which the spec leaves float (nn.Hardswish has no entry)"
     ), result.reason
     cli = CliRunner().invoke(

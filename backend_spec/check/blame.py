@@ -11,12 +11,13 @@ message names neither the node nor the spec. This module reads the graphs instea
 * the values at the failing node say which inputs arrived quantized and which float.
 
 A failure is the spec's when the failing node is one the spec claims, or when the quantized
-tensor that reached an op the spec leaves float was quantized for an entry that shares one
-observer across its inputs (``torch.cat`` with ``output_share_observer_with_input``: the spec
-chose to quantize whatever feeds it; lint's BS530 warns of it). It is torch's when the failing
-node is one the spec leaves float and the quantized tensor reached it only through other ops
-the spec leaves float, quantized for an op that reads it with its own observer (a conv's
-input): ``convert_fx``'s lowering rewrote an unclaimed op to run on quantized tensors (it
+tensor that reached an op the spec leaves float was quantized for an entry that joins several
+tensors under one shared observer (``torch.cat`` with ``output_share_observer_with_input``:
+the spec chose to quantize whatever feeds it with one set of qparams; lint's BS530 warns of
+it). It is torch's when the failing node is one the spec leaves float and the quantized
+tensor reached it only through other ops the spec leaves float, quantized for an op that
+reads it with an observer of its own (a conv must quantize its input to run in int8):
+``convert_fx``'s lowering rewrote an unclaimed op to run on quantized tensors (it
 matches ``dequantize -> op -> quantize`` without looking at the op's other users), which no
 entry asked for. Nothing here depends on the model's name.
 """
@@ -98,12 +99,16 @@ class _Claims:
         with_op.sort(key=lambda e: (len(e.ops or ()) != 1, not e.dtype_configs))
         return with_op[0] if with_op else None
 
-    def shares(self, name: str) -> bool:
-        """Whether the node's entry shares one observer across its inputs and output (an
-        entry of the spec's choosing that quantizes whatever feeds it, float ops included)."""
+    def shares_across(self, name: str) -> bool:
+        """Whether the spec has the node join several tensors under one shared observer
+        (``torch.cat`` with ``output_share_observer_with_input``): the spec's choice to
+        quantize whatever feeds it with one set of qparams, float ops included."""
         entry = self.entry(name) if self.claimed(name) else None
         observation = entry.get("observation_type") if entry is not None else None
-        return getattr(observation, "name", "") == "OUTPUT_SHARE_OBSERVER_WITH_INPUT"
+        if getattr(observation, "name", "") != "OUTPUT_SHARE_OBSERVER_WITH_INPUT":
+            return False
+        inputs = [a for a in graphs.tensor_args(self.nodes[name]) if a.op != "get_attr"]
+        return len(inputs) >= 2
 
     def describe(self, name: str) -> str:
         """``dw (nn.Conv2d, spec line 25)`` or ``mul (operator.mul, no spec entry)``."""
@@ -274,10 +279,10 @@ def blame(
     if origin is None:
         return Blame(f"{claims.describe(name)} fails{takes}", torch_limit=False)
     users = _quantizing_users(origin.name, claims)
-    sharing = [user for user in users if claims.shares(user)]
+    sharing = [user for user in users if claims.shares_across(user)]
     if sharing:
         return Blame(
-            f"{claims.describe(sharing[0])} shares one observer across its inputs and output, "
+            f"{claims.describe(sharing[0])} shares one observer across the tensors it joins, "
             f"so FX quantizes its input {origin.name}, which the spec leaves float "
             f"({claims.label(origin.name)} has no entry); convert_fx then runs "
             f"{origin.name} on quantized tensors, and {claims.describe(name)} fails{takes}",
