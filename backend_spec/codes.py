@@ -409,6 +409,13 @@ UNUSED_NOQA = _register(
     W,
     "A code in a ``# noqa`` comment silences nothing: no such finding, or it cannot be silenced.",
 )
+SHARED_OBSERVER_FLOAT_INPUT = _register(
+    "BS530",
+    "shared-observer-float-input",
+    W,
+    "An op sharing one observer across its inputs (cat, add) can read an op the spec leaves "
+    "float, which convert_fx's lowering may then run on quantized tensors.",
+)
 RULE_CRASHED = _register(
     "BS599",
     "rule-crashed",

@@ -57,12 +57,14 @@ def test_field_level_changes(tmp_path: Path) -> None:
         "nn.Linear",
         "(nn.Conv2d, nn.ReLU)",
         "nni.ConvReLU2d",
+        "nnqat.Linear",
+        "nniqat.ConvReLU2d",
     }
     result = run("diff", TUTORIAL, edited)
     assert result.exit_code == 1
     assert "+ nn.Sigmoid" in result.stdout
     assert "    qat_module: nniqat.ConvReLU2d -> unset" in result.stdout
-    assert "1 added, 0 removed, 3 changed patterns\n" in result.stdout
+    assert "1 added, 0 removed, 5 changed patterns\n" in result.stdout
 
 
 def test_text_shows_values_in_spec_syntax() -> None:

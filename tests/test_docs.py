@@ -32,7 +32,7 @@ def test_tutorial_page() -> None:
     assert result.exit_code == 0, result.output
     page = result.stdout
     assert page.startswith("# Backend `my_backend`")
-    assert "3 patterns: 2 quantized, 1 fusion, 1 distinct dtype config." in page
+    assert "5 patterns: 4 quantized, 1 fusion, 1 distinct dtype config." in page
     fusions, linear, conv = tables(page)
     assert fusions[2] == ["`(nn.Conv2d, nn.ReLU)`", "nni.ConvReLU2d", "sequential nni.ConvReLU2d"]
     assert linear[2] == [
@@ -45,7 +45,12 @@ def test_tutorial_page() -> None:
         "",
         "nn.Linear / nnqat.Linear / nnqr.Linear",
     ]
-    assert [row[0] for row in conv[2:]] == ["`(nn.Conv2d, nn.ReLU)`", "`nni.ConvReLU2d`"]
+    assert [row[0] for row in linear[2:]] == ["`nn.Linear`", "`nnqat.Linear`"]
+    assert [row[0] for row in conv[2:]] == [
+        "`(nn.Conv2d, nn.ReLU)`",
+        "`nni.ConvReLU2d`",
+        "`nniqat.ConvReLU2d`",
+    ]
 
 
 def test_builtin_page_covers_every_dtype_config() -> None:

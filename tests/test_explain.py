@@ -79,7 +79,12 @@ def test_tutorial_silent_skip_is_explained() -> None:
         "output activation observer eps 1.19e-07 is below scale_min_lower_bound 0.000244",
     ]
     assert all(nodes[n].outcome == "no pattern" for n in ("conv", "bn", "relu", "sigmoid"))
-    assert report.unmatched_patterns == ["(nn.Conv2d, nn.ReLU)", "nni.ConvReLU2d"]
+    assert report.unmatched_patterns == [
+        "(nn.Conv2d, nn.ReLU)",
+        "nni.ConvReLU2d",
+        "nnqat.Linear",
+        "nniqat.ConvReLU2d",
+    ]
     assert observed_nodes(bc, mapping) == set()  # torch agrees: nothing is observed
 
 

@@ -235,15 +235,21 @@ def _builtin_spec(name: str, tmp_path: Path) -> Path:
 
 
 #: Where torch's own configs are sloppy (documented in docs/rules.md): call_method patterns
-#: for methods torch.Tensor does not have.
+#: for methods torch.Tensor does not have; a cat or stack sharing one observer in a backend
+#: that leaves float ops torch's lowering runs quantized (BS530).
 TORCH_KNOWN_WARNINGS = {
     "native": {("BS512", "method:hardsigmoid"), ("BS512", "method:hardsigmoid_")},
     "fbgemm": {("BS512", "method:hardsigmoid"), ("BS512", "method:hardsigmoid_")},
     "qnnpack": {("BS512", "method:hardsigmoid"), ("BS512", "method:hardsigmoid_")},
     "x86": {("BS512", "method:hardsigmoid"), ("BS512", "method:hardsigmoid_")},
     "onednn": {("BS512", "method:hardsigmoid"), ("BS512", "method:hardsigmoid_")},
-    "executorch": {("BS512", "method:leaky_relu")},
-    "tensorrt": set(),
+    "executorch": {
+        ("BS512", "method:leaky_relu"),
+        ("BS530", "torch.cat"),
+        ("BS530", "torch.concat"),
+        ("BS530", "torch.concatenate"),
+    },
+    "tensorrt": {("BS530", "torch.cat"), ("BS530", "torch.stack")},
 }
 
 
@@ -252,7 +258,7 @@ def test_torch_builtins_have_no_errors(name: str, tmp_path: Path) -> None:
     found = lint_path(_builtin_spec(name, tmp_path))
     assert [str(d) for d in found if d.severity is Severity.ERROR] == []
     warnings = {
-        (d.code, re.findall(r"'(method:\w+)'", d.message)[0])
+        (d.code, (re.findall(r"'(method:\w+)'", d.message) or d.message.split())[0])
         for d in found
         if d.severity is not Severity.INFO  # BS701 notes: entries pt2e skips
     }
@@ -260,8 +266,11 @@ def test_torch_builtins_have_no_errors(name: str, tmp_path: Path) -> None:
 
 
 def test_tutorial_specs_are_clean() -> None:
-    assert lint_path(SPECS / "tutorial.yaml") == []
-    assert lint_path(SPECS / "tutorial.toml") == []
+    """No problem; the only notes are that pt2e has no counterpart of the FX QAT modules."""
+    for name in ("tutorial.yaml", "tutorial.toml"):
+        found = lint_path(SPECS / name)
+        assert [d for d in found if d.code != "BS701"] == []
+        assert all("QAT module" in d.message for d in found)
 
 
 def test_a_crashing_rule_becomes_a_diagnostic(project: Path) -> None:

@@ -71,4 +71,4 @@ def test_yaml_and_toml_tutorials_compile_to_the_same_config(specs_dir):
     toml_bc = backend_spec.load(specs_dir / "tutorial.toml")
     assert yaml_bc.name == toml_bc.name == "my_backend"
     assert describe(yaml_bc) == describe(toml_bc)
-    assert len(yaml_bc.configs) == 3
+    assert len(yaml_bc.configs) == 5

@@ -49,6 +49,7 @@ from backend_spec.check.signature import (
     prepared_signature,
 )
 from backend_spec.check.synthesize import SkipPattern, Synthesized, synthesize
+from backend_spec.ir.lower import entries_of
 from backend_spec.names.dtypes import dtype_name
 from backend_spec.names.labels import object_label
 from backend_spec.specfile.fields import ENTRY_FIELDS
@@ -303,6 +304,7 @@ def _finish(
             sqnr, fallback = action()
     except SkipPattern as exc:
         result.reason, result.detail = shorten(str(exc)), str(exc)
+        result.hint = getattr(exc, "hint", "")
     except PatternFailure as exc:
         result.status, result.reason, result.detail = "fail", shorten(str(exc)), exc.detail
     except Exception as exc:  # a torch error we did not anticipate: still the pattern's failure
@@ -534,9 +536,10 @@ def _verify_prepared_modules(case: Case, prepared: Any, first: Any, qat: bool) -
                 f"not qat_module {class_name(config.qat_module)}"
             )
         if not _has_pattern(case, config.qat_module):
-            raise SkipPattern(
+            raise MissingEntry(
                 f"QAT not exercised: no pattern quantizes qat_module "
-                f"{class_name(config.qat_module)} (add one to quantize QAT models)"
+                f"{class_name(config.qat_module)} (add the entry shown below)",
+                qat_entry_hint(case),
             )
     if not qat and config.fused_module is not None and not _has_pattern(case, type(module)):
         raise PatternFailure(
@@ -551,6 +554,29 @@ def _verify_prepared_modules(case: Case, prepared: Any, first: Any, qat: bool) -
             f"root_module {class_name(root)} does not fit the pattern's module "
             f"{class_name(type(module))}"
         )
+
+
+class MissingEntry(SkipPattern):
+    """A case that would run with one more pattern entry; ``hint`` is that entry in YAML."""
+
+    def __init__(self, reason: str, hint: str) -> None:
+        super().__init__(reason)
+        self.hint = hint
+
+
+def qat_entry_hint(case: Case) -> str:
+    """The pattern entry that quantizes the case's ``qat_module``, as a YAML list item: the
+    QAT class with the entry's dtype configs, root and reference modules (as torch's own
+    backends declare ``nnqat.Linear`` beside ``nn.Linear``)."""
+    config = case.config
+    names = [d.name for d in entries_of(case.backend_config)(config).dtype_configs]
+    configs = f"[{', '.join(names)}]" if names and all(names) else "<this entry's dtype_configs>"
+    lines = [f"- pattern: {object_label(config.qat_module)}", f"  dtype_configs: {configs}"]
+    for key in ("root_module", "reference_quantized_module"):
+        value = getattr(config, key)
+        if value is not None:
+            lines.append(f"  {key}: {object_label(value)}")
+    return "\n".join(lines)
 
 
 def _has_pattern(case: Case, module_class: type) -> bool:

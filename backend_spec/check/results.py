@@ -33,6 +33,8 @@ class PatternResult:
     reference_fallback: bool = False
     #: What prepare/convert produced (see :mod:`backend_spec.check.signature`).
     signature: dict[str, list[str]] = field(default_factory=dict)
+    #: For a skip that one more pattern entry would run: that entry, as YAML.
+    hint: str = ""
 
     @property
     def key(self) -> str:
@@ -56,6 +58,9 @@ class ModelResult:
     detail: str = ""
     reference_fallback: bool = False
     signature: dict[str, list[str]] = field(default_factory=dict)
+    #: The lowered model fails through torch's lowering of ops the spec does not claim
+    #: (``reason`` says how): not the spec's failure, so the reference model's SQNR stands.
+    torch_limit: bool = False
 
 
 @dataclass

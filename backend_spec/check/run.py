@@ -13,11 +13,12 @@ import functools
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from backend_spec._torch import BackendConfig, quiet, torch
 from backend_spec.analysis.qconfigs import kernels_for, qconfig_mapping
-from backend_spec.check import graphs, parallel
+from backend_spec.check import blame, graphs, parallel
 from backend_spec.check.cases import (
     build_cases,
     check_case,
@@ -42,21 +43,77 @@ Progress = Callable[[str, int], None]
 # --- models ---------------------------------------------------------------------------------
 
 
+#: How many calibration batches a model sees (the example batch plus fresh ones), in every
+#: flow: ``--flow pt2e|both`` calibrate pt2e on the same batches.
+CALIBRATION_BATCHES = 4
+
+
+def calibration(example_inputs: tuple, batches: int = CALIBRATION_BATCHES) -> list[tuple]:
+    """The example batch and fresh ones shaped like it (integer inputs are reused)."""
+    gen = torch.Generator().manual_seed(1234)
+
+    def like(tensor: Any) -> Any:
+        if isinstance(tensor, torch.Tensor) and tensor.is_floating_point():
+            return torch.randn(tensor.shape, generator=gen, dtype=tensor.dtype)
+        return tensor
+
+    return [example_inputs] + [tuple(like(t) for t in example_inputs) for _ in range(batches - 1)]
+
+
+@dataclass
+class FxRun:
+    """One model through the FX pipeline: the row of the report, and the reference model with
+    its output on the example batch (what ``--flow both`` compares pt2e with; None when the
+    model failed before it)."""
+
+    result: ModelResult
+    reference: Any = None
+    reference_output: Any = None
+
+
 def check_model(
     name: str, factory: ModelFactory, backend_config: BackendConfig, engine: str
 ) -> ModelResult:
     """Quantize a whole model with :func:`qconfig_mapping` of the backend; report per node."""
     try:
-        with using_engine(engine):
-            return _quantize_model(name, factory, backend_config, engine)
+        model, example_inputs = factory()
     except Exception as exc:
         return ModelResult(name, "fail", short_exc(exc), detail=full_exc(exc))
+    return quantize_fx(name, model, example_inputs, backend_config, engine).result
+
+
+def quantize_fx(
+    name: str,
+    model: torch.nn.Module,
+    example_inputs: tuple,
+    backend_config: BackendConfig,
+    engine: str | None,
+) -> FxRun:
+    """The FX pipeline of every flow: prepare with the backend's QConfigMapping for ``engine``,
+    calibrate on :func:`calibration`, convert to a reference model and, when ``engine`` has
+    the kernels, lower and time it. A failure names its node and entries (:mod:`.blame`); one
+    that is torch's lowering of ops the spec does not claim leaves the reference model's
+    result, said in the row, instead of failing it."""
+    run = FxRun(ModelResult(name, "pass"))
+    try:
+        with using_engine(engine or torch.backends.quantized.engine):
+            _quantize_model(run, model, example_inputs, backend_config, engine)
+    except LoweringFailed as exc:
+        run.result.status, run.result.detail = "fail", exc.detail
+    except Exception as exc:
+        run.result.status, run.result.detail = "fail", full_exc(exc)
+        run.result.reason = run.result.reason or short_exc(exc)
+    return run
 
 
 def _quantize_model(
-    name: str, factory: ModelFactory, backend_config: BackendConfig, engine: str
-) -> ModelResult:
-    model, example_inputs = factory()
+    run: FxRun,
+    model: torch.nn.Module,
+    example_inputs: tuple,
+    backend_config: BackendConfig,
+    engine: str | None,
+) -> None:
+    result = run.result
     model.eval()
     float_out = run_model(model, example_inputs)
     # The spec's first choice per pattern, runnable here or not: fused partners must agree, and
@@ -65,25 +122,93 @@ def _quantize_model(
     prepared = prepare_fx(
         copy.deepcopy(model), mapping, example_inputs, backend_config=backend_config
     )
-    run_model(prepared, example_inputs)
-    result = ModelResult(name, "pass", signature=prepared_signature(prepared))
+    for batch in calibration(example_inputs):
+        _blamed(result, prepared, batch, prepared, backend_config, engine)
+    result.signature = prepared_signature(prepared)
     reference = convert_to_reference_fx(copy.deepcopy(prepared), backend_config=backend_config)
     result.quantized = quantized = _node_kinds(reference)
-    if _runs_on_engine(quantized, engine):
-        lowered = convert_fx(prepared, backend_config=backend_config)
+    run.reference = reference
+    run.reference_output = _blamed(
+        result, reference, example_inputs, prepared, backend_config, engine
+    )
+    lowered = None
+    if engine is not None and _runs_on_engine(quantized, engine):
+        lowered = _lowered(result, prepared, example_inputs, backend_config, engine)
+    if lowered is not None:
         result.sqnr_db = sqnr_db(float_out, run_model(lowered, example_inputs))
         result.fp32_ms = _latency_ms(model, example_inputs)
         result.int8_ms = _latency_ms(lowered, example_inputs)
     else:
-        lowered = None
-        result.reference_fallback = True
-        result.sqnr_db = sqnr_db(float_out, run_model(reference, example_inputs))
+        result.reference_fallback = engine is not None and not result.torch_limit
+        result.sqnr_db = sqnr_db(float_out, run.reference_output)
     result.signature.update(converted_signature(reference, lowered))
-    if not any(kind != "fp32" for kind in quantized.values()):
+    if not any(kind != "fp32" for kind in quantized.values()) and not result.reason:
         # Not a failure: a backend may simply not cover this model's ops. The golden's
         # node -> kind mapping is what catches a backend that stopped quantizing them.
         result.status, result.reason = "skip", "the backend quantizes none of its ops"
-    return result
+
+
+def _blamed(
+    result: ModelResult,
+    model: Any,
+    inputs: tuple,
+    prepared: Any,
+    backend_config: BackendConfig,
+    engine: str | None,
+) -> Any:
+    """``model``'s output on ``inputs``; on failure, the row's reason names the node and the
+    entries (:func:`blame.blame_run`) and the error goes on up."""
+    try:
+        return run_model(model, inputs)
+    except Exception:
+        found = blame.blame_run(model, inputs, prepared, backend_config, engine)
+        if found is not None:
+            result.reason = found.text
+        raise
+
+
+def _lowered(
+    result: ModelResult,
+    prepared: Any,
+    example_inputs: tuple,
+    backend_config: BackendConfig,
+    engine: str,
+) -> Any:
+    """``convert_fx`` of ``prepared``, checked to run; None (the reference model stands in,
+    the row says why) when it fails through torch's lowering of ops the spec does not claim.
+    A failure of the spec's raises with the row's reason naming node and entries."""
+    try:
+        lowered = convert_fx(copy.deepcopy(prepared), backend_config=backend_config)
+    except Exception as exc:
+        found = blame.blame_convert(exc, prepared, backend_config)
+        if found is not None:
+            result.reason = found.text
+        raise
+    found = blame.blame_run(lowered, example_inputs, prepared, backend_config, engine)
+    if found is None:
+        return lowered
+    result.reason = found.text
+    if not found.torch_limit:
+        raise LoweringFailed(found.text, _torch_error(lowered, example_inputs))
+    result.torch_limit = True
+    return None
+
+
+def _torch_error(model: Any, inputs: tuple) -> str:
+    """torch's own message for a model that fails on ``inputs`` (for ``--verbose``)."""
+    try:
+        run_model(model, inputs)
+    except Exception as exc:
+        return full_exc(exc)
+    return ""
+
+
+class LoweringFailed(Exception):
+    """The lowered model fails because of the spec; ``detail`` is torch's message."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(reason)
+        self.detail = detail
 
 
 def _runs_on_engine(kinds: dict[str, str], engine: str) -> bool:
@@ -110,16 +235,30 @@ def _node_kinds(reference: Any) -> dict[str, str]:
 
 
 def _latency_ms(model: torch.nn.Module, inputs: tuple, repeats: int = 10) -> float:
-    """Median wall time of one forward, after two warm-up runs."""
+    """Median wall time of one forward, on one thread, after warm-up runs (:data:`WARM_UP`).
+
+    One thread: on a shared CPU, a thread pool waiting for a busy core turns a 0.1 ms forward
+    into tens of milliseconds. Warm-up: the first forwards of a process or of a model pay for
+    lazy initialisation (kernel selection, weight packing, allocator growth), which is not the
+    model's speed."""
+    threads = torch.get_num_threads()
     times = []
-    with torch.no_grad():
-        for i in range(repeats + 2):
-            start = time.perf_counter()
-            model(*(t.clone() for t in inputs))
-            if i >= 2:
-                times.append(time.perf_counter() - start)
+    try:
+        torch.set_num_threads(1)
+        with torch.no_grad():
+            for i in range(repeats + WARM_UP):
+                start = time.perf_counter()
+                model(*(t.clone() for t in inputs))
+                if i >= WARM_UP:
+                    times.append(time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(threads)
     times.sort()
     return round(times[len(times) // 2] * 1000, 3)
+
+
+#: Forwards run and not timed before :func:`_latency_ms` measures.
+WARM_UP = 3
 
 
 # --- the whole check ------------------------------------------------------------------------
@@ -149,7 +288,7 @@ def run_check(
     source = parallel.BackendSource.of(backend, allow_imports)
     if backend_config is None:
         backend_config = source.build() if source else backend
-    engine = engine_for(_engine_name(backend, backend_config), engine)
+    engine = check_engine(backend, backend_config, engine)
     report = CheckReport(backend=_backend_name(backend), engine=engine)
     cases = build_cases(backend_config, engine)
     model_list = resolve_models(models)
@@ -176,13 +315,19 @@ def run_check(
 def _fallback_note(report: CheckReport) -> None:
     """One note for every result whose SQNR is the reference model's."""
     cases = sum(r.reference_fallback for r in report.patterns)
-    models = sum(m.reference_fallback for m in report.models)
+    models = sum(m.reference_fallback and not m.torch_limit for m in report.models)
     if cases or models:
         report.add_note(
             f"{report.engine} has no kernels for some of the spec's dtypes: {cases} cases and "
             f"{models} models report the SQNR of the reference model (marked *), not of a "
             "lowered one"
         )
+
+
+def check_engine(backend: Any, backend_config: BackendConfig, requested: str | None = None) -> str:
+    """The engine ``check`` runs ``backend`` on, in every flow: ``requested``, else the
+    backend's own (:func:`engines.engine_for`; ValueError for one this torch lacks)."""
+    return engine_for(_engine_name(backend, backend_config), requested)
 
 
 def _engine_name(backend: Any, backend_config: BackendConfig) -> str:

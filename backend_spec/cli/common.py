@@ -128,3 +128,26 @@ def refuse_flags(where: str, flags: list[str]) -> None:
     if flags:
         them = "it" if len(flags) == 1 else "them"
         raise fail_usage(f"{where} does not take {', '.join(flags)}; drop {them} or use --flow fx")
+
+
+def model_factories(refs: list[str] | None) -> list | None:
+    """``--model`` as ``(name, factory)`` pairs, the same in every flow and command: a zoo or
+    pt2e reference model by name, else ``module:factory`` / ``file.py:factory`` imported
+    here, at the command line, where a reference is trusted like a script the user runs;
+    None (each flow's default models) when none are given."""
+    from backend_spec.check.run import import_factory
+    from backend_spec.pt2e.check import reference_models
+
+    if not refs:
+        return None
+    named = reference_models()
+    models: list = []
+    for ref in dict.fromkeys(refs):
+        if ref in named:
+            models.append((ref, named[ref]))
+            continue
+        try:
+            models.append((ref, import_factory(ref)))
+        except ValueError as exc:
+            raise fail_usage(f"--model {ref}: {exc}") from None
+    return models

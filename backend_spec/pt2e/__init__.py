@@ -45,13 +45,14 @@ def compile_table(
     engine: str | None = None,
     allow_imports: Iterable[str] = (),
     qat: bool = False,
+    runnable_first: bool = True,
 ) -> tuple[dict[str, Any], Report]:
     """(rule table, report) of a spec path or a BackendConfig; needs no torchao."""
     from backend_spec.analysis.qconfigs import resolve_backend_config
     from backend_spec.pt2e.rules import compile_table as compile_backend
 
     backend_config = resolve_backend_config(spec_or_backend_config, allow_imports)
-    return compile_backend(backend_config, engine=engine, qat=qat)
+    return compile_backend(backend_config, engine=engine, qat=qat, runnable_first=runnable_first)
 
 
 def quantizer(
@@ -60,6 +61,7 @@ def quantizer(
     allow_imports: Iterable[str] = (),
     engine: str | None = None,
     qat: bool = False,
+    runnable_first: bool = True,
 ) -> TableQuantizer:
     """A torchao ``Quantizer`` that quantizes like ``prepare_fx`` with
     ``backend_spec.qconfig_mapping`` under the same spec.
@@ -68,10 +70,18 @@ def quantizer(
     With ``qat=True`` it is for ``prepare_qat_pt2e`` and trains like ``prepare_qat_fx`` with
     ``qconfig_mapping(spec, qat=True)``: the spec's ``fake_quant`` kinds, conv-bn chains
     annotated whole (see :mod:`.qat`).
+    ``engine`` and ``runnable_first`` choose the QConfigs as ``qconfig_mapping`` does (``check
+    --flow both`` builds it like the FX check's mapping).
     Its ``.report`` lists the rules, the entries skipped (with the reason) and conflicts.
     """
     require_torchao()
-    table, report = compile_table(spec_or_path, engine=engine, allow_imports=allow_imports, qat=qat)
+    table, report = compile_table(
+        spec_or_path,
+        engine=engine,
+        allow_imports=allow_imports,
+        qat=qat,
+        runnable_first=runnable_first,
+    )
     from backend_spec.pt2e.runtime import TableQuantizer
 
     result = TableQuantizer(table)

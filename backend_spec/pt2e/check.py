@@ -11,7 +11,7 @@ rows; the CLI renders them (:mod:`backend_spec.cli.render.pt2e`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,16 +20,13 @@ from backend_spec._torch import BackendConfig
 Factory = Callable[[], tuple[Any, tuple]]
 
 
-def reference_models(extra: Sequence[str] = ()) -> dict[str, Factory]:
-    """The zoo, the pt2e reference nets, then ``module:factory`` models of the command line."""
-    from backend_spec.analysis.explain import model_from_factory
+def reference_models() -> dict[str, Factory]:
+    """The named reference models: the check zoo, then the pt2e reference nets (every flow
+    takes these names for ``--model``; the pt2e flows run them all by default)."""
     from backend_spec.check import zoo
     from backend_spec.pt2e import nets
 
-    models: dict[str, Factory] = {**zoo.MODELS, **nets.NETS}
-    for ref in extra:
-        models[ref] = lambda ref=ref: model_from_factory(ref)
-    return models
+    return {**zoo.MODELS, **nets.NETS}
 
 
 @dataclass(frozen=True)
@@ -47,21 +44,30 @@ class FlowReport:
 
 
 def flow_check(
-    backend_config: BackendConfig, flow: str, models: dict[str, Factory], *, qat: bool = False
+    backend_config: BackendConfig,
+    flow: str,
+    models: dict[str, Factory],
+    *,
+    engine: str | None = None,
+    qat: bool = False,
 ) -> FlowReport:
     """Run the pt2e (or both) flow over ``models``, a row per model; with ``qat``, training
-    (``prepare_qat_pt2e`` against ``prepare_qat_fx``)."""
+    (``prepare_qat_pt2e`` against ``prepare_qat_fx``). ``engine``: the one ``check`` runs FX
+    on; the FX side is ``check``'s own pipeline (its verdict is the row's ``fx``), and the
+    quantizer takes the same QConfigs."""
     from backend_spec.pt2e import quantizer, require_torchao
 
     require_torchao()
-    template = quantizer(backend_config, qat=qat)
+    engine = None if qat else engine
+    template = quantizer(backend_config, qat=qat, engine=engine, runnable_first=False)
     rows = [
-        _one(name, backend_config, template, factory, flow, qat) for name, factory in models.items()
+        _one(name, backend_config, template, factory, flow, qat, engine)
+        for name, factory in models.items()
     ]
     return FlowReport(flow, rows, template.report.summary(), qat)
 
 
-def _one(name, backend_config, template, factory, flow, qat) -> dict[str, Any]:
+def _one(name, backend_config, template, factory, flow, qat, engine) -> dict[str, Any]:
     from backend_spec.pt2e import flows
     from backend_spec.pt2e import qat as qat_flows
     from backend_spec.pt2e.runtime import TableQuantizer
@@ -86,13 +92,29 @@ def _one(name, backend_config, template, factory, flow, qat) -> dict[str, Any]:
                 "pt2e_db": _finite(db),
                 "quantize_ops": result.quantize_ops,
             }
-        compared = compare(name, backend_config, fresh, factory)
+        if qat:
+            compared = compare(name, backend_config, fresh, factory)
+        else:
+            compared = compare(name, backend_config, fresh, factory, engine=engine)
+    except flows.FxFailed as exc:  # check's own FX row, verdict and cause
+        fx = exc.result
+        return {
+            "model": name,
+            "ok": False,
+            "fx": fx.status,
+            "error": f"FX: {fx.reason}",
+            "fx_detail": fx.detail,
+        }
     except Exception as exc:  # a model that does not export or quantize is a failed row
         return {"model": name, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
-    ok = compared.identical or bool(compared.classes)
+    fx = compared.fx_check
+    ok = (fx is None or fx.status != "fail") and (compared.identical or bool(compared.classes))
     return {
         "model": name,
         "ok": ok,
+        "fx": None if fx is None else fx.status,
+        "fx_reason": "" if fx is None else fx.reason,
+        "fx_detail": "" if fx is None else fx.detail,
         "identical": compared.identical,
         "classes": compared.classes,
         "fx_db": _finite(compared.fx_db),

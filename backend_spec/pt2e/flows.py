@@ -1,6 +1,7 @@
 """Quantize one model with both flows under one spec and compare them.
 
-FX: ``prepare_fx`` with ``backend_spec.qconfig_mapping`` and ``convert_to_reference_fx``.
+FX: ``check``'s own pipeline (``prepare_fx`` with ``backend_spec.qconfig_mapping``,
+``convert_to_reference_fx``, and ``convert_fx`` on an engine), so its verdict is the same.
 pt2e: ``torch.export`` + ``prepare_pt2e`` with the spec's quantizer + ``convert_pt2e``. Both see
 the same calibration batches. A difference is either explained by one of the documented
 classes (:data:`DIFFERENCE_CLASSES`: things the two flows inherently do differently) or it is a
@@ -17,15 +18,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend_spec._torch import BackendConfig, quiet, torch
+from backend_spec.check.results import ModelResult
+from backend_spec.check.run import calibration, quantize_fx
 from backend_spec.pt2e.table import Policy
 
-with quiet():
-    from torch.ao.quantization.quantize_fx import convert_to_reference_fx, prepare_fx
-
 nn = torch.nn
-
-#: How many calibration batches both flows see (the example batch plus fresh ones).
-CALIBRATION_BATCHES = 4
 
 #: SQNR (dB) between the flows' outputs that counts as equivalent for a documented difference.
 EQUIVALENT_DB = 40.0
@@ -77,6 +74,8 @@ class Comparison:
     reference: torch.Tensor
     fx: FlowResult
     pt2e: FlowResult
+    #: check's row of the FX side (its verdict, whatever the flow).
+    fx_check: ModelResult | None = None
     classes: list[str] = field(default_factory=list)
 
     @property
@@ -108,35 +107,30 @@ def sqnr(reference: torch.Tensor, other: torch.Tensor) -> float:
     return float(20 * torch.log10(reference.float().norm() / noise))
 
 
-def calibration(example_inputs: tuple, batches: int = CALIBRATION_BATCHES) -> list[tuple]:
-    """The example batch and fresh ones shaped like it (integer inputs are reused)."""
-    gen = torch.Generator().manual_seed(1234)
-
-    def like(tensor: Any) -> Any:
-        if isinstance(tensor, torch.Tensor) and tensor.is_floating_point():
-            return torch.randn(tensor.shape, generator=gen, dtype=tensor.dtype)
-        return tensor
-
-    return [example_inputs] + [tuple(like(t) for t in example_inputs) for _ in range(batches - 1)]
-
-
 def run_fx(
-    backend_config: BackendConfig, model: nn.Module, example_inputs: tuple, batches: list[tuple]
-) -> FlowResult:
-    from backend_spec.analysis.qconfigs import qconfig_mapping
+    name: str,
+    backend_config: BackendConfig,
+    model: nn.Module,
+    example_inputs: tuple,
+    engine: str | None = None,
+) -> tuple[FlowResult, ModelResult]:
+    """FX through ``check``'s own pipeline (:func:`backend_spec.check.run.quantize_fx`: the
+    same QConfigs, calibration and conversions, so the FX verdict is ``check``'s in every
+    flow): the reference model's result, and the check's row. :class:`FxFailed` when the
+    model fails before a reference model exists."""
+    run = quantize_fx(name, model, example_inputs, backend_config, engine)
+    if run.reference is None:
+        raise FxFailed(run.result)
+    output = first_tensor(run.reference_output)
+    return FlowResult(run.reference, output, activation_qparams(run.reference)), run.result
 
-    with quiet(), torch.no_grad():
-        prepared = prepare_fx(
-            copy.deepcopy(model),
-            qconfig_mapping(backend_config),
-            example_inputs,
-            backend_config=backend_config,
-        )
-        for batch in batches:
-            prepared(*batch)
-        converted = convert_to_reference_fx(prepared, backend_config=backend_config)
-        output = converted(*example_inputs)
-    return FlowResult(converted, first_tensor(output), activation_qparams(converted))
+
+class FxFailed(Exception):
+    """The FX side failed before a reference model existed; ``result`` is check's row."""
+
+    def __init__(self, result: ModelResult) -> None:
+        super().__init__(result.reason)
+        self.result = result
 
 
 def run_pt2e(
@@ -160,15 +154,19 @@ def compare(
     backend_config: BackendConfig,
     quantizer_factory: Callable[[], Any],
     model_factory: Callable[[], tuple[nn.Module, tuple]],
+    *,
+    engine: str | None = None,
 ) -> Comparison:
-    """Quantize ``model_factory()``'s model with both flows (same calibration) and compare."""
+    """Quantize ``model_factory()``'s model with both flows (same calibration) and compare;
+    ``engine``: FX's QConfigs are tuned for it and FX lowers to it, as ``check`` does (the
+    quantizer must be built for the same engine)."""
     model, example_inputs = model_factory()
-    batches = calibration(example_inputs)
     with torch.no_grad():
-        reference = first_tensor(model(*example_inputs))
-    fx = run_fx(backend_config, model, example_inputs, batches)
+        reference = first_tensor(model.eval()(*example_inputs))
+    fx, fx_check = run_fx(name, backend_config, model, example_inputs, engine)
     quantizer = quantizer_factory()
-    result = Comparison(name, reference, fx, run_pt2e(quantizer, model, example_inputs, batches))
+    pt2e = run_pt2e(quantizer, model, example_inputs, calibration(example_inputs))
+    result = Comparison(name, reference, fx, pt2e, fx_check=fx_check)
     if not result.identical:
         result.classes = explain_difference(model, fx, result.pt2e)
         skipped = getattr(getattr(quantizer, "report", None), "skipped", ())

@@ -84,19 +84,28 @@ class _Entry:
 
 
 def compile_table(
-    backend: Backend | BackendConfig, *, engine: str | None = None, qat: bool = False
+    backend: Backend | BackendConfig,
+    *,
+    engine: str | None = None,
+    qat: bool = False,
+    runnable_first: bool = True,
 ) -> tuple[dict[str, Any], Report]:
     """The rule table of ``backend`` as plain data, and the report of how it was built;
-    with ``qat``, for ``prepare_qat_pt2e`` (:mod:`.qat`)."""
-    table, report = compile_rules(backend, engine=engine, qat=qat)
+    with ``qat``, for ``prepare_qat_pt2e`` (:mod:`.qat`); ``engine`` and ``runnable_first``
+    choose the QConfigs as :func:`~backend_spec.analysis.qconfigs.qconfig_mapping` does."""
+    table, report = compile_rules(backend, engine=engine, qat=qat, runnable_first=runnable_first)
     return table.to_data(), report
 
 
 def compile_rules(
-    backend: Backend | BackendConfig, *, engine: str | None = None, qat: bool = False
+    backend: Backend | BackendConfig,
+    *,
+    engine: str | None = None,
+    qat: bool = False,
+    runnable_first: bool = True,
 ) -> tuple[Table, Report]:
     """The typed rule table of ``backend`` and the report of how it was built."""
-    return _Compiler(_form(backend), engine, qat).run()
+    return _Compiler(_form(backend), engine, qat, runnable_first).run()
 
 
 def chain_conflicts(backend: Backend | BackendConfig) -> list[tuple[str, str, str]]:
@@ -112,9 +121,12 @@ def _form(backend: Backend | BackendConfig) -> Backend:
 
 
 class _Compiler:
-    def __init__(self, backend: Backend, engine: str | None, qat: bool) -> None:
+    def __init__(
+        self, backend: Backend, engine: str | None, qat: bool, runnable_first: bool = True
+    ) -> None:
         self.backend = backend
         self.engine = engine
+        self.runnable_first = runnable_first
         self.qat = qat
         self.by_pattern = {entry.pattern: entry for entry in backend if entry.pattern is not None}
         #: Float module classes convert_to_reference_fx swaps for reference modules (the only
@@ -131,7 +143,9 @@ class _Compiler:
         """The QConfig of each op, as ``qconfig_mapping`` gives it for the backend's torch
         config (asked only when needed)."""
         with quiet():
-            return qconfigs.op_qconfigs(lower(self.backend), self.engine, qat=self.qat)
+            return qconfigs.op_qconfigs(
+                lower(self.backend), self.engine, self.runnable_first, qat=self.qat
+            )
 
     def run(self, *, shared_chains_only: bool = False) -> tuple[Table, Report]:
         """The table and report; with ``shared_chains_only``, of the entries whose chain

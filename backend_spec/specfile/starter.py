@@ -50,6 +50,19 @@ patterns:
     root_module: nn.Conv2d
     qat_module: nniqat.ConvReLU2d
     reference_quantized_module: nnqr.Conv2d
+  # The QAT modules prepare_qat_fx swaps in (the qat_module keys above), quantized too.
+  - pattern: nnqat.Linear
+    dtype_configs: [int8]
+    root_module: nn.Linear
+    reference_quantized_module: nnqr.Linear
+  - pattern: nnqat.Conv2d
+    dtype_configs: [int8]
+    root_module: nn.Conv2d
+    reference_quantized_module: nnqr.Conv2d
+  - pattern: nniqat.ConvReLU2d
+    dtype_configs: [int8]
+    root_module: nn.Conv2d
+    reference_quantized_module: nnqr.Conv2d
 """
 
 _TOML = """\
@@ -93,6 +106,25 @@ pattern = "nni.ConvReLU2d"           # ... then quantize the fused module
 dtype_configs = ["int8"]
 root_module = "nn.Conv2d"
 qat_module = "nniqat.ConvReLU2d"
+reference_quantized_module = "nnqr.Conv2d"
+
+# The QAT modules prepare_qat_fx swaps in (the qat_module keys above), quantized too.
+[[patterns]]
+pattern = "nnqat.Linear"
+dtype_configs = ["int8"]
+root_module = "nn.Linear"
+reference_quantized_module = "nnqr.Linear"
+
+[[patterns]]
+pattern = "nnqat.Conv2d"
+dtype_configs = ["int8"]
+root_module = "nn.Conv2d"
+reference_quantized_module = "nnqr.Conv2d"
+
+[[patterns]]
+pattern = "nniqat.ConvReLU2d"
+dtype_configs = ["int8"]
+root_module = "nn.Conv2d"
 reference_quantized_module = "nnqr.Conv2d"
 """
 

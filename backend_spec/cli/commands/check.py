@@ -12,6 +12,7 @@ from backend_spec.cli.common import (
     check_output_path,
     existing,
     load_ref,
+    model_factories,
     project,
     refuse_flags,
 )
@@ -42,8 +43,9 @@ def check_cli(
         list[str] | None,
         typer.Option(
             "--model",
-            help="A zoo model, module:factory or file.py:factory returning (model, "
-            "example_inputs); repeatable (default: the whole zoo).",
+            help="A zoo or pt2e reference model by name, module:factory or file.py:factory "
+            "returning (model, example_inputs); repeatable; replaces the default models "
+            "(the zoo; with --flow pt2e|both, the zoo and the pt2e reference nets).",
         ),
     ] = None,
     golden: Annotated[
@@ -72,16 +74,17 @@ def check_cli(
     """
     if flow not in ("fx", "pt2e", "both"):
         raise fail_usage(f"--flow must be fx, pt2e or both, not {flow!r}")
+    models = model_factories(model)
     if flow != "fx":
         fx_only = {
-            "--engine": engine is not None,
             "--jobs": jobs != 1,
             "--golden": golden is not None,
             "--update-golden": update_golden,
-            "--verbose": verbose,
         }
         refuse_flags(f"--flow {flow}", [flag for flag, given in fx_only.items() if given])
-        raise typer.Exit(pt2e_check(spec, flow, model or [], fmt, allow_import, qat=qat))
+        raise typer.Exit(
+            pt2e_check(spec, flow, models, fmt, allow_import, engine, qat=qat, verbose=verbose)
+        )
     if qat:
         raise fail_usage(
             "--qat applies to --flow pt2e or both (the FX check already runs QAT cases)"
@@ -102,7 +105,6 @@ def check_cli(
             raise fail_usage(str(exc)) from None
     backend_config = load_ref(spec, allow_import).backend_config
     engine = engine or project().check.engine
-    models = _check_models(model)
     with render.progress_bar() as advance:
         try:
             report = run_check(
@@ -138,45 +140,32 @@ def check_cli(
     raise typer.Exit(1 if report.failed else 0)
 
 
-def _check_models(refs: list[str] | None) -> list | None:
-    """The models to quantize: zoo names as they are, ``module:factory`` / ``file.py:factory``
-    imported here, at the command line, where a reference is trusted like a script the user
-    runs; ``None`` (the whole zoo) when none are given."""
-    from backend_spec.check import zoo
-    from backend_spec.check.run import import_factory
-
-    if not refs:
-        return None
-    models: list = []
-    for ref in dict.fromkeys(refs):
-        if ref in zoo.MODELS:
-            models.append(ref)
-            continue
-        try:
-            models.append((ref, import_factory(ref)))
-        except ValueError as exc:
-            raise fail_usage(f"--model {ref}: {exc}") from None
-    return models
-
-
 def pt2e_check(
     spec: str,
     flow: str,
-    models: list[str],
+    models: list | None,
     fmt: str,
     allow_import: list[str] | None,
+    engine: str | None,
     *,
     qat: bool = False,
+    verbose: bool = False,
 ) -> int:
-    """``check --flow pt2e|both`` (backend_spec.pt2e.check): the rows rendered, exit status."""
+    """``check --flow pt2e|both`` (backend_spec.pt2e.check): the rows rendered, exit status.
+    ``models``: (name, factory) pairs of ``--model``, None for the default models."""
+    from backend_spec.check.run import check_engine
     from backend_spec.cli.render.pt2e import flow_json, flow_text
     from backend_spec.pt2e import TorchaoMissing
     from backend_spec.pt2e.check import flow_check, reference_models
 
     backend_config = load_ref(spec, allow_import).backend_config
     try:
-        report = flow_check(backend_config, flow, reference_models(models), qat=qat)
+        engine = check_engine(spec, backend_config, engine or project().check.engine)
+        chosen = dict(models) if models is not None else reference_models()
+        report = flow_check(backend_config, flow, chosen, engine=engine, qat=qat)
     except TorchaoMissing as exc:
         raise fail_usage(str(exc)) from None
-    out((flow_json if fmt == "json" else flow_text)(report))
+    except ValueError as exc:  # an engine this torch does not have
+        raise fail_usage(str(exc)) from None
+    out(flow_json(report) if fmt == "json" else flow_text(report, verbose=verbose))
     return 1 if report.failed else 0

@@ -18,7 +18,8 @@ def explain_command(
         str,
         typer.Option(
             "--model",
-            help="module:factory or file.py:factory returning (model, example_inputs).",
+            help="A zoo or pt2e reference model by name (as check --model takes), or "
+            "module:factory / file.py:factory returning (model, example_inputs).",
         ),
     ],
     qconfig_mapping: Annotated[
@@ -59,7 +60,7 @@ def explain_command(
         raise fail_usage("--qat applies to --flow pt2e only")
     compiled = load_ref(spec, allow_import)
     try:
-        net, inputs = explain.model_from_factory(model)
+        net, inputs = _model(model)
         if qconfig_mapping:
             mapping = explain.qconfig_mapping_from(qconfig_mapping)
         elif torch_default:
@@ -95,3 +96,15 @@ def explain_command(
         from backend_spec.cli.render.explain import print_explanation
 
         print_explanation(report, make_console())
+
+
+def _model(ref: str):
+    """``(model, example_inputs)`` of ``--model``: a named reference model (the zoo, the pt2e
+    nets), else a ``module:factory`` reference."""
+    from backend_spec.analysis import explain
+    from backend_spec.pt2e.check import reference_models
+
+    named = reference_models()
+    if ref in named:
+        return named[ref]()
+    return explain.model_from_factory(ref)

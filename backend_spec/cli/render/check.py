@@ -101,6 +101,11 @@ def print_text(
     if cases:
         title = f"cases of {report.backend} on {report.engine}"
         print_table(console, title, _CASE_HEADERS, cases)
+    hints = list(dict.fromkeys(r.hint for r in report.patterns if r.hint))
+    if hints:
+        console.print("to exercise the skipped cases, add to patterns:", highlight=False)
+    for line in (line for hint in hints for line in hint.splitlines()):
+        console.print(user_text(f"  {line}"), highlight=False, soft_wrap=True)
     passing = report.counts()["pass"]
     if not verbose and passing:
         console.print(f"{passing} passing cases not listed (--verbose lists them)")

@@ -24,10 +24,16 @@ def compile_lines(report: Any) -> list[str]:
     return [escape(line) for line in lines]
 
 
-def flow_text(report: FlowReport) -> str:
-    """One line per model, then how many were ok."""
+def flow_text(report: FlowReport, *, verbose: bool = False) -> str:
+    """One line per model (with FX's reason when it has one; torch's message with
+    ``verbose``), then how many were ok."""
     lines = [f"pt2e quantizer: {report.summary}"]
-    lines += [_row_line(row, report.flow) for row in report.rows]
+    for row in report.rows:
+        lines.append(_row_line(row, report.flow))
+        if row.get("fx_reason") and "error" not in row:
+            lines.append(f"     FX: {row['fx_reason']}")
+        if verbose and row.get("fx_detail"):
+            lines.append(f"     torch: {row['fx_detail']}")
     lines.append(f"{len(report.rows) - report.failed} of {len(report.rows)} models ok")
     return "\n".join(escape(line) for line in lines) + "\n"
 
