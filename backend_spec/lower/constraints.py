@@ -23,6 +23,10 @@ class Facts:
     weight: str | None
     #: Whether every weight zero point is 0.
     weight_symmetric: bool | None
+    #: Whether the activation uses the dtype's full range (uint8 [0, 255], not reduce_range).
+    activation_full_range: bool | None = None
+    #: Whether this host's CPU has VNNI (None: not asked).
+    host_vnni: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,9 @@ class Constraint:
     applies: Callable[[Facts], bool]
     reason: str
     source: str
+    #: A limit of the host CPU, not of the backend: what it explains is reported, not failed
+    #: (the same spec is right on the CPUs the backend targets).
+    host: bool = False
 
 
 def _weighted(facts: Facts) -> bool:
@@ -52,7 +59,7 @@ CONSTRAINTS: tuple[Constraint, ...] = (
         lambda f: f.weight == "per_tensor" and f.weight_symmetric is False,
         "XNNPACK takes symmetric int8 weights (zero point 0): the runtime refuses affine "
         "per-tensor weights (XNNCompiler::compileModel failed)",
-        "executorch 1.5.1 backends/xnnpack/runtime/XNNCompiler.cpp; measured in docs/lowering.md",
+        "executorch 1.5.1 backends/xnnpack/runtime/XNNCompiler.cpp; measured in README 'Lowering'",
     ),
     Constraint(
         "inductor",
@@ -69,11 +76,26 @@ CONSTRAINTS: tuple[Constraint, ...] = (
         "x86 inductor takes unsigned int8 activations (quint8): oneDNN's int8 conv and linear "
         "refuse int8 input ('Input tensor should have uint8')",
         "torch 2.13 aten/src/ATen/native/quantized/cpu/qconv.cpp and qlinear.cpp (oneDNN "
-        "path); measured in docs/lowering.md",
+        "path); measured in README 'Lowering'",
+    ),
+    Constraint(
+        "inductor",
+        lambda f: (
+            f.activation == "uint8" and bool(f.activation_full_range) and f.host_vnni is False
+        ),
+        "this CPU has no VNNI: oneDNN's u8s8 int8 kernels add products in saturating 16-bit "
+        "pairs, so full-range uint8 activations overflow (reduce_range: true avoids it; CPUs "
+        "with VNNI, which x86 inductor targets, do not saturate)",
+        "oneDNN developer guide, 'Nuances of int8 Computations' (vpmaddubsw saturation without "
+        "VNNI); the same reason fbgemm defaults to reduce_range; measured in README 'Lowering'",
+        host=True,
     ),
 )
 
 
-def known_reason(target: str, facts: Facts) -> str:
-    """The reasons of every row of ``target`` that the facts match ("" when none does)."""
-    return "; ".join(c.reason for c in CONSTRAINTS if c.target == target and c.applies(facts))
+def known_reason(target: str, facts: Facts, *, host: bool = False) -> str:
+    """The reasons of every row of ``target`` that the facts match ("" when none does); with
+    ``host``, of the host rows only."""
+    return "; ".join(
+        c.reason for c in CONSTRAINTS if c.target == target and c.host == host and c.applies(facts)
+    )

@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from backend_spec._torch import torch
@@ -91,11 +91,20 @@ def lower_model(name: str, quantized: Quantized, *, timing: bool = True) -> Mode
             r for r in dict.fromkeys(known_reason(TARGET, op.facts) for op in quantized.ops) if r
         )
     result.counters = _counters(counters["inductor"])
+    if result.diverged:
+        result.host_note = _host_reason(quantized.ops)
     if graphs:  # the kernels may crash after the passes ran: judge what they made
         judge(result, quantized, graphs)
     if result.error or (timing and quantized.ops):  # no quantized op: nothing to compare
         _float(result, quantized, timing)
     return result
+
+
+def _host_reason(ops: list[QuantizedOp]) -> str:
+    """What about this host explains diverging outputs, from the table's host rows."""
+    vnni = bool(getattr(torch.cpu, "_is_vnni_supported", lambda: True)())
+    reasons = [known_reason(TARGET, replace(op.facts, host_vnni=vnni), host=True) for op in ops]
+    return "; ".join(r for r in dict.fromkeys(reasons) if r)
 
 
 def _float(result: ModelResult, quantized: Quantized, timing: bool) -> None:

@@ -86,6 +86,16 @@ def quantize(template: Any, origins: dict[str, str], model: Any, inputs: tuple) 
     return Quantized(model, result.model, inputs, result.output, _ops(made, result.model, origins))
 
 
+def quantize_with(quantizer: Any, model: Any, inputs: tuple) -> Quantized:
+    """Quantize ``model`` with any pt2e Quantizer (a hand-written one, for comparison): its
+    quantized ops are not named (only the spec's rules give entries to name)."""
+    from backend_spec.pt2e import flows
+
+    model = model.eval()
+    result = flows.run_pt2e(quantizer, copy.deepcopy(model), inputs, flows.calibration(inputs))
+    return Quantized(model, result.model, inputs, result.output, [])
+
+
 def _ops(made: Any, converted: Any, origins: dict[str, str]) -> list[QuantizedOp]:
     nodes = {node.name: node for node in converted.graph.nodes}
     found = []
@@ -113,7 +123,7 @@ def _ops(made: Any, converted: Any, origins: dict[str, str]) -> list[QuantizedOp
 def _facts(converted: Any, nodes: list[torch.fx.Node]) -> Facts:
     """The op's activation dtype and weight granularity, as its dequantize inputs say."""
     inside = set(nodes)
-    activation = weight = symmetric = None
+    activation = weight = symmetric = full_range = None
     for node in nodes:
         for arg in node.all_input_nodes:
             if arg in inside or not is_dequantize(arg):
@@ -123,7 +133,15 @@ def _facts(converted: Any, nodes: list[torch.fx.Node]) -> Facts:
                 symmetric = _zero_points_zero(converted, arg.args[2])
             elif activation is None:
                 activation = qdq_dtype(arg)
-    return Facts(tuple(str(n.target) for n in nodes), activation, weight, symmetric)
+                full_range = _full_range(arg)
+    targets = tuple(str(n.target) for n in nodes)
+    return Facts(targets, activation, weight, symmetric, full_range)
+
+
+def _full_range(dequantize: torch.fx.Node) -> bool | None:
+    """Whether a per-tensor dequantize's [quant_min, quant_max] spans 256 values."""
+    bounds = [a for a in dequantize.args[3:5] if isinstance(a, int)]
+    return bounds[1] - bounds[0] >= 255 if len(bounds) == 2 else None
 
 
 def _is_constant(arg: Any) -> bool:

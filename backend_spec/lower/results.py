@@ -52,6 +52,8 @@ class ModelResult:
     error_reason: str = ""
     #: Set when the float model does not lower either: nothing the spec can change.
     skipped: str = ""
+    #: A limit of this host that explains diverging outputs (reported, not failed).
+    host_note: str = ""
 
     @property
     def latency_ratio(self) -> float | None:
@@ -76,7 +78,7 @@ class ModelResult:
     def ok(self) -> bool:
         if self.skipped:
             return True
-        return not self.error and not self.failed_ops and not self.diverged
+        return not self.error and not self.failed_ops and (not self.diverged or self.host_note)
 
     @property
     def status(self) -> str:

@@ -58,12 +58,18 @@ class Lowering:
 
     def lower(self, name: str, *, timing: bool = True) -> ModelResult:
         """One model: quantize, lower, judge; a failure at any step is the row's finding."""
+        try:
+            model, inputs = factory_for(name)()
+        except Exception as exc:  # a factory that fails is the model's row, not the run's end
+            return ModelResult(name, self.target, error=f"the model factory failed: {exc}"[:300])
+        return self.lower_model(name, model, inputs, timing=timing)
+
+    def lower_model(self, name: str, model: Any, inputs: tuple, *, timing: bool) -> ModelResult:
         from backend_spec.lower import inductor, xnnpack
         from backend_spec.lower.quantized import quantize
 
         module = xnnpack if self.target == "xnnpack" else inductor
         try:
-            model, inputs = factory_for(name)()
             quantized = quantize(self.template, self.origins or {}, model, inputs)
         except Exception as exc:  # the model does not export or quantize: not lowering's
             return ModelResult(
@@ -164,3 +170,22 @@ def _versions(target: str) -> dict[str, str]:
         except metadata.PackageNotFoundError:
             continue
     return found
+
+
+def explain_lowering(
+    backend_config: Any, target: str, model: Any, inputs: tuple
+) -> tuple[ModelResult, list[Any]]:
+    """``explain --flow pt2e --lower TARGET``: the model lowered (not timed) and the pt2e
+    verdict of each ATen node, for the reporter to join by node name."""
+    import copy
+
+    from backend_spec._torch import torch
+    from backend_spec.pt2e.check import explain_pt2e
+
+    verdicts = explain_pt2e(backend_config, copy.deepcopy(model), inputs)
+    threads = torch.get_num_threads()
+    try:
+        result = Lowering(target, backend_config).lower_model("model", model, inputs, timing=False)
+    finally:
+        torch.set_num_threads(threads)
+    return result, verdicts

@@ -9,6 +9,7 @@ through ``escape``.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -66,7 +67,7 @@ def _model_lines(model: ModelResult, verbose: bool) -> list[str]:
             lines.append(f"    reason: {model.error_reason}")
     for op in model.ops:
         if not op.ok or verbose:
-            where = f"{op.entry} at {op.origin}" if op.origin else op.entry
+            where = f"{op.entry} at {_where(op.origin)}" if op.origin else op.entry
             verdict = f"int8 ({op.kernel})" if op.ok else f"NOT int8: {op.reason}"
             lines.append(f"  {op.op} [{where}]: {verdict}")
     if model.diverged:
@@ -74,6 +75,8 @@ def _model_lines(model: ModelResult, verbose: bool) -> list[str]:
             f"  outputs diverge: {model.sqnr_db:.1f} dB against the converted model "
             f"(at least {MIN_SQNR_DB:.0f} dB expected)"
         )
+        if model.host_note:
+            lines.append(f"    not failed, a limit of this host: {model.host_note}")
     if model.outside and (verbose or not model.ok):
         shown = model.outside[:_OUTSIDE_SHOWN]
         more = len(model.outside) - len(shown)
@@ -83,6 +86,16 @@ def _model_lines(model: ModelResult, verbose: bool) -> list[str]:
     if verbose and model.counters:
         lines.append("  " + ", ".join(f"{k} {v}" for k, v in model.counters.items() if v))
     return lines
+
+
+def _where(origin: str) -> str:
+    """``file:line`` relative to the working directory when the file is under it (workers
+    load specs by absolute path)."""
+    path, _, line = origin.rpartition(":")
+    if not path or not os.path.isabs(path):
+        return origin
+    relative = os.path.relpath(path)
+    return f"{relative if not relative.startswith('..') else path}:{line}"
 
 
 def _agreement(model: ModelResult) -> str:
@@ -102,13 +115,13 @@ def report_json(report: LowerReport, drift: list[str] | None = None) -> str:
         "backend": report.backend,
         "versions": report.versions,
         "failed": report.failed,
-        "models": [_model_json(model) for model in report.models],
+        "models": [model_json(model) for model in report.models],
         "drift": drift or [],
     }
     return json.dumps(document, indent=2) + "\n"
 
 
-def _model_json(model: ModelResult) -> dict[str, Any]:
+def model_json(model: ModelResult) -> dict[str, Any]:
     data = {key: value for key, value in vars(model).items() if key != "ops"}
     data["ops"] = [vars(op) | {"targets": list(op.targets)} for op in model.ops]
     data["status"] = model.status
@@ -133,7 +146,7 @@ def explain_text(model: ModelResult, verdicts: Iterable[Any]) -> str:
         op = by_node.get(verdict.node)
         if op is not None:
             lowered = f"int8 in {op.kernel}" if op.ok else f"NOT int8: {op.reason}"
-            where = f" at {op.origin}" if op.origin else ""
+            where = f" at {_where(op.origin)}" if op.origin else ""
             lines.append(f"{head}quantized by {op.entry}{where} -> {lowered}")
             continue
         placed = model.placement.get(verdict.node, "removed by the lowering")

@@ -1,0 +1,113 @@
+"""Lowering figures (issue 29), as ratios measured inside one process.
+
+* per model, the latency of the spec's lowered int8 program against the hand-written
+  quantizer's lowered int8 program (``specs/xnnpack.yaml`` vs executorch's ``XNNPACKQuantizer``
+  through the XNNPACK delegate, ``specs/x86_inductor.yaml`` vs torchao's
+  ``X86InductorQuantizer`` through x86 inductor): 1.0x means the spec lowers as well as the
+  quantizer it ports (medians after warm-up, one thread);
+* the spec's int8 program against its fp32 program (what ``check --lower`` reports);
+* the whole ``check --lower`` over the zoo against the issue's budgets (60 s for XNNPACK,
+  5 min for inductor, on 2 cores).
+
+Run: ``.venv/bin/python benchmarks/bench_lower.py [--quick] [--strict] [xnnpack|inductor]``
+(``--quick``: the tutorial net through XNNPACK only). See ``_bench.py``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from _bench import QUICK, args, exit_code, ratio
+
+from backend_spec._torch import torch
+from backend_spec.lower import LoweringMissing, require
+from backend_spec.lower.quantized import quantize_with
+from backend_spec.lower.run import Lowering, default_models, factory_for, lower_check
+
+ROOT = Path(__file__).resolve().parent.parent
+SPECS = {"xnnpack": ROOT / "specs/xnnpack.yaml", "inductor": ROOT / "specs/x86_inductor.yaml"}
+BUDGET_SECONDS = {"xnnpack": 60.0, "inductor": 300.0}
+
+
+def hand_written(target: str):
+    if target == "xnnpack":
+        from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+            XNNPACKQuantizer,
+            get_symmetric_quantization_config,
+        )
+
+        quantizer = XNNPACKQuantizer()
+        quantizer.set_global(get_symmetric_quantization_config(is_per_channel=True))
+        return quantizer
+    from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
+        X86InductorQuantizer,
+        get_default_x86_inductor_quantization_config,
+    )
+
+    quantizer = X86InductorQuantizer()
+    quantizer.set_global(get_default_x86_inductor_quantization_config())
+    return quantizer
+
+
+def compare(target: str, models: list[str]) -> None:
+    """Spec vs hand-written quantizer, lowered the same way, per model."""
+    from backend_spec.compiler.backends import load_backend
+    from backend_spec.lower import inductor, xnnpack
+
+    module = xnnpack if target == "xnnpack" else inductor
+    lowering = Lowering(target, load_backend(str(SPECS[target])))
+    torch.set_num_threads(1)
+    spec_vs_hand, int8_vs_fp32 = [], []
+    for name in models:
+        model, inputs = factory_for(name)()
+        spec = lowering.lower_model(name, model, inputs, timing=True)
+        if not spec.ops or spec.int8_us is None:
+            continue  # nothing quantized, or it did not lower: no latency to compare
+        hand = module.lower_model(name, quantize_with(hand_written(target), model, inputs))
+        if hand.int8_us is None:
+            continue
+        spec_vs_hand.append(spec.int8_us / hand.int8_us)
+        ratio(f"{target} {name}: spec int8", spec.int8_us / hand.int8_us, "hand-written int8")
+        if spec.latency_ratio is not None:
+            int8_vs_fp32.append(spec.latency_ratio)
+    if spec_vs_hand:
+        ratio(
+            f"{target}: spec int8 (median over {len(spec_vs_hand)} models)",
+            statistics.median(spec_vs_hand),
+            "hand-written quantizer's int8",
+        )
+    if int8_vs_fp32:
+        ratio(f"{target}: spec int8 (median)", statistics.median(int8_vs_fp32), "fp32 lowered")
+
+
+def budget(target: str) -> None:
+    start = time.perf_counter()
+    report = lower_check(str(SPECS[target]), target)
+    seconds = time.perf_counter() - start
+    if report.failed:
+        sys.exit(f"check --lower {target} failed on the zoo: the benchmark is broken")
+    limit = BUDGET_SECONDS[target]
+    ratio(f"check --lower {target} on the zoo", seconds / limit, f"the {limit:g} s budget", 1.0)
+
+
+def main() -> int:
+    targets = args() or ["xnnpack", "inductor"]
+    for target in targets:
+        try:
+            require(target)
+        except LoweringMissing as exc:
+            print(f"{target}: skipped ({exc})")
+            continue
+        if QUICK:
+            compare(target, ["tutorial_net"])
+            break
+        compare(target, default_models())
+        budget(target)
+    return exit_code()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
