@@ -140,8 +140,13 @@ def _in_workers(
             futures = {pool.submit(_lower_one, name, timing): name for name in names}
         with pool:
             for future in as_completed(futures):
-                row = future.result()
-                rows[row.model] = row
+                name = futures[future]
+                try:
+                    rows[name] = future.result()
+                except BrokenProcessPool:
+                    raise
+                except Exception as exc:  # the worker could not build or send the row
+                    rows[name] = ModelResult(name, target, error=f"{type(exc).__name__}: {exc}")
     except BrokenProcessPool:
         pass  # a native crash killed a worker: the unfinished models say so below
     return [

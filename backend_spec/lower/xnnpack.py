@@ -112,12 +112,18 @@ def _crash_reason(ops: list[QuantizedOp]) -> str:
     return "; ".join(reason for reason in reasons if reason)
 
 
-def delegates(graph_module: Any) -> list[Any]:
-    """The ExportedPrograms the delegate calls of ``graph_module`` took, in call order."""
+def delegates(graph_module: Any) -> list[tuple[Any, dict[str, Any]]]:
+    """Per delegate call of ``graph_module``, in call order: the ExportedProgram it took and,
+    for each of that program's user inputs, the node of ``graph_module`` that feeds it."""
     found = []
     for node in graph_module.graph.nodes:
         if node.op == "call_function" and _DELEGATE in str(node.target):
-            found.append(getattr(graph_module, node.args[0].target).original_module)
+            program = getattr(graph_module, node.args[0].target).original_module
+            names = list(program.graph_signature.user_inputs)
+            args = node.args[1:]
+            by_name = {arg.name: arg for arg in args if isinstance(arg, torch.fx.Node)}
+            feeds = {name: by_name.get(name, arg) for name, arg in zip(names, args, strict=False)}
+            found.append((program, feeds))
     return found
 
 
@@ -137,19 +143,19 @@ def judge(
     ]
     outside = trace_back(left, wanted)
     inside = [
-        (index, program, trace_back(program.graph.nodes, wanted))
-        for index, program in enumerate(programs)
+        (index, program, feeds, trace_back(program.graph.nodes, wanted))
+        for index, (program, feeds) in enumerate(programs)
     ]
     result.outside = [f"{node.name} ({_short(node.target)})" for node in left]
     for name in outside:
         result.placement[name] = "outside the delegate (portable kernel)"
-    for index, _program, found in inside:
+    for index, _program, _feeds, found in inside:
         for name in found:
             result.placement.setdefault(name, f"xnnpack delegate {index}")
-    result.ops = [_judge_op(op, outside, inside, reasons, graph_module) for op in ops]
+    result.ops = [_judge_op(op, outside, inside, reasons) for op in ops]
 
 
-def _judge_op(op, outside, inside, reasons, graph_module) -> OpResult:
+def _judge_op(op, outside, inside, reasons) -> OpResult:
     def verdict(kernel: str, problem: str = "") -> OpResult:
         if not problem:
             return OpResult(op.name, op.targets, op.entry, op.origin, kernel, True)
@@ -169,16 +175,16 @@ def _judge_op(op, outside, inside, reasons, graph_module) -> OpResult:
         said = "; ".join(dict.fromkeys(reasons[n] for n in left if n in reasons))
         problem = f"{', '.join(left)} stayed outside the delegate (portable float kernel)"
         return verdict("portable", f"{problem}{f' (partitioner: {said})' if said else ''}")
-    for index, program, found in inside:
+    for index, program, feeds, found in inside:
         nodes = [node for name in op.nodes for node in found.get(name, ())]
         if not nodes:
             continue
-        problem = _float_edge(program, nodes, op, graph_module, reasons)
+        problem = _float_edge(program, feeds, nodes, op, reasons)
         return verdict(f"xnnpack delegate {index}", problem)
     return verdict("removed")  # the lowering dropped it (a no-op): nothing to run
 
 
-def _float_edge(program, nodes, op, graph_module, reasons) -> str:
+def _float_edge(program, feeds, nodes, op, reasons) -> str:
     """Why the op's nodes in a delegate do not form an int8 group, or ""."""
     group = set(nodes)
     params = _parameters(program)
@@ -192,7 +198,10 @@ def _float_edge(program, nodes, op, graph_module, reasons) -> str:
             if isinstance(source, torch.fx.Node) and source.op == "placeholder":
                 if source.name in params:
                     continue  # a quantized constant (weight, bias, scalar tensor)
-                said = _outside_quantize(graph_module, reasons)
+                fed = feeds.get(source.name)
+                if not is_quantize(fed):
+                    continue  # int8 from another delegate's output
+                said = _outside_quantize(fed, reasons)
                 return (
                     f"{node.name}'s input is quantized outside the delegate"
                     f"{f' ({said})' if said else ''}"
@@ -202,13 +211,9 @@ def _float_edge(program, nodes, op, graph_module, reasons) -> str:
     return ""
 
 
-def _outside_quantize(graph_module: Any, reasons: dict[str, str]) -> str:
-    """The quantize/dequantize ops left outside, with the partitioner's reason."""
-    left = [node for node in graph_module.graph.nodes if is_quantize(node) or is_dequantize(node)]
-    if not left:
-        return ""
-    node = left[0]
-    said = next((reasons[n] for n in source_names(node) + [node.name] if n in reasons), "")
+def _outside_quantize(node: Any, reasons: dict[str, str]) -> str:
+    """A quantize op left outside, with its dtype and the partitioner's reason."""
+    said = next((reasons[n] for n in [*source_names(node), node.name] if n in reasons), "")
     dtype = next(
         (str(a).removeprefix("torch.") for a in node.args if isinstance(a, torch.dtype)), ""
     )
