@@ -236,3 +236,25 @@ def test_executorch_stays_out_of_the_dependencies():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     wanted = [*project["dependencies"], *sum(project["optional-dependencies"].values(), [])]
     assert not [dep for dep in wanted if dep.lower().startswith("executorch")]
+
+
+def test_the_reporter_writes_text_and_json_with_user_text_escaped():
+    from backend_spec.cli.render.lower import report_json, report_text
+
+    op = OpResult(
+        "conv\x1b[31m",
+        ("aten.conv2d.default",),
+        "nn.Conv2d",
+        "s.yaml:3",
+        "fp32",
+        False,
+        "no x86 int8 pattern lowered it",
+    )
+    model = ModelResult("net", "inductor", ops=[op], counters={"qconv_unary_lower_count": 0})
+    report = LowerReport("inductor", "b", [model], {"torch": "2.13.0"})
+    text = report_text(report)
+    assert "\x1b" not in text
+    assert "[nn.Conv2d at s.yaml:3]: NOT int8: no x86 int8 pattern lowered it" in text
+    assert text.rstrip().endswith("0 of 1 quantized ops reach int8 kernels; 0 of 1 models ok")
+    document = json.loads(report_json(report, ["model net: status ok -> fail"]))
+    assert document["failed"] == 1 and document["models"][0]["ops"][0]["ok"] is False
