@@ -72,7 +72,7 @@ CONSTRAINTS: tuple[Constraint, ...] = (
     ),
     Constraint(
         "inductor",
-        lambda f: f.activation == "int8",
+        lambda f: f.activation == "int8" and _weighted(f),
         "x86 inductor takes unsigned int8 activations (quint8): oneDNN's int8 conv and linear "
         "refuse int8 input ('Input tensor should have uint8')",
         "torch 2.13 aten/src/ATen/native/quantized/cpu/qconv.cpp and qlinear.cpp (oneDNN "

@@ -38,7 +38,7 @@ from backend_spec.lower.quantized import (
     is_quantize,
     source_names,
 )
-from backend_spec.lower.results import ModelResult, OpResult
+from backend_spec.lower.results import ModelResult, OpResult, blame_crash
 
 TARGET = "inductor"
 #: oneDNN int8 ops the x86 passes put in the graph (names as ``str(node.target)`` shows them).
@@ -95,6 +95,8 @@ def lower_model(name: str, quantized: Quantized, *, timing: bool = True) -> Mode
         result.host_note = _host_reason(quantized.ops)
     if graphs:  # the kernels may crash after the passes ran: judge what they made
         judge(result, quantized, graphs)
+    if result.error:
+        blame_crash(result, quantized.ops, TARGET)
     if result.error or (timing and quantized.ops):  # no quantized op: nothing to compare
         _float(result, quantized, timing)
     return result

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 #: Lowered output vs the converted pt2e model: below this SQNR (dB) the outputs diverge. int8
 #: kernels round and accumulate differently from the converted model's float arithmetic; on the
@@ -97,3 +98,26 @@ class LowerReport:
     @property
     def failed(self) -> int:
         return sum(1 for model in self.models if not model.ok)
+
+
+def blame_crash(result: ModelResult, ops: list[Any], target: str) -> None:
+    """After a crash: the ops a known constraint explains fail with it (so the report names
+    them), failed verdicts stay, the others keep theirs or say they were not judged."""
+    from backend_spec.lower.constraints import known_reason
+
+    judged = {verdict.op: verdict for verdict in result.ops}
+    stage = result.error.split(":", 1)[0]
+    verdicts = []
+    for op in ops:
+        reason = known_reason(target, op.facts)
+        before = judged.get(op.name)
+        if before is not None and not before.ok:
+            verdicts.append(before)  # the lowering's own finding is the more precise one
+        elif reason or before is None:
+            why = f"the program crashed in {stage}: {reason}" if reason else "not judged: "
+            why += "" if reason else f"the lowering crashed in {stage}"
+            kernel = before.kernel if before is not None else ""
+            verdicts.append(OpResult(op.name, op.targets, op.entry, op.origin, kernel, False, why))
+        else:
+            verdicts.append(before)
+    result.ops = verdicts

@@ -30,7 +30,7 @@ from backend_spec.lower.quantized import (
     source_names,
     trace_back,
 )
-from backend_spec.lower.results import ModelResult, OpResult
+from backend_spec.lower.results import ModelResult, OpResult, blame_crash
 
 TARGET = "xnnpack"
 _DELEGATE = "executorch_call_delegate"
@@ -89,6 +89,7 @@ def lower_model(name: str, quantized: Quantized, *, timing: bool = True) -> Mode
     except Exception as exc:  # a crash of the lowering stack is the finding
         result.error = f"{stage}: {type(exc).__name__}: {exc}"[:400]
         result.error_reason = _crash_reason(quantized.ops)
+        blame_crash(result, quantized.ops, TARGET)
     if result.error or (timing and quantized.ops):  # no quantized op: nothing to compare
         _float(result, quantized, timing)
     return result
