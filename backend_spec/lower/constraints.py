@@ -8,7 +8,7 @@ matches, the report quotes what the lowering said (the partitioner's reason, the
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 
@@ -99,3 +99,9 @@ def known_reason(target: str, facts: Facts, *, host: bool = False) -> str:
     return "; ".join(
         c.reason for c in CONSTRAINTS if c.target == target and c.host == host and c.applies(facts)
     )
+
+
+def crash_reason(target: str, facts: Iterable[Facts]) -> str:
+    """The known reasons behind a crash of a program with ops of these facts, each once."""
+    reasons = dict.fromkeys(known_reason(target, f) for f in facts)
+    return "; ".join(reason for reason in reasons if reason)

@@ -30,7 +30,7 @@ from typing import Any
 
 from backend_spec._torch import torch
 from backend_spec.lower import measure
-from backend_spec.lower.constraints import known_reason
+from backend_spec.lower.constraints import crash_reason, known_reason
 from backend_spec.lower.quantized import (
     Quantized,
     QuantizedOp,
@@ -87,9 +87,7 @@ def lower_model(name: str, quantized: Quantized, *, timing: bool = True) -> Mode
                 result.int8_us = measure.median_us(lambda: compiled(*inputs))
     except Exception as exc:  # a crash of the compiler or of its kernels is the finding
         result.error = f"{stage}: {type(exc).__name__}: {_first_line(exc)}"[:400]
-        result.error_reason = "; ".join(
-            r for r in dict.fromkeys(known_reason(TARGET, op.facts) for op in quantized.ops) if r
-        )
+        result.error_reason = crash_reason(TARGET, (op.facts for op in quantized.ops))
     result.counters = _counters(counters["inductor"])
     if result.diverged:
         result.host_note = _host_reason(quantized.ops)

@@ -21,10 +21,9 @@ from typing import Any
 
 from backend_spec._torch import torch
 from backend_spec.lower import measure
-from backend_spec.lower.constraints import known_reason
+from backend_spec.lower.constraints import crash_reason, known_reason
 from backend_spec.lower.quantized import (
     Quantized,
-    QuantizedOp,
     is_dequantize,
     is_quantize,
     source_names,
@@ -88,7 +87,7 @@ def lower_model(name: str, quantized: Quantized, *, timing: bool = True) -> Mode
             result.int8_us = measure.median_us(lambda: program.forward(inputs))
     except Exception as exc:  # a crash of the lowering stack is the finding
         result.error = f"{stage}: {type(exc).__name__}: {exc}"[:400]
-        result.error_reason = _crash_reason(quantized.ops)
+        result.error_reason = crash_reason(TARGET, (op.facts for op in quantized.ops))
         blame_crash(result, quantized.ops, TARGET)
     if result.error or (timing and quantized.ops):  # no quantized op: nothing to compare
         _float(result, quantized, timing)
@@ -106,11 +105,6 @@ def _float(result: ModelResult, quantized: Quantized, timing: bool) -> None:
     except Exception as exc:
         if result.error:
             result.skipped = f"the float model does not lower either: {type(exc).__name__}"
-
-
-def _crash_reason(ops: list[QuantizedOp]) -> str:
-    reasons = dict.fromkeys(known_reason(TARGET, op.facts) for op in ops)
-    return "; ".join(reason for reason in reasons if reason)
 
 
 def delegates(graph_module: Any) -> list[tuple[Any, dict[str, Any]]]:
