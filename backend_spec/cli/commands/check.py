@@ -83,8 +83,12 @@ def check_cli(
     if flow not in ("fx", "pt2e", "both"):
         raise fail_usage(f"--flow must be fx, pt2e or both, not {flow!r}")
     if lower is not None:
-        pt2e_only = {"--engine": engine is not None, "--qat": qat, "--flow both": flow == "both"}
-        refuse_flags(f"--lower {lower}", [flag for flag, given in pt2e_only.items() if given])
+        given = {"--engine": engine is not None, "--qat": qat, "--flow both": flow == "both"}
+        if refused := [flag for flag, on in given.items() if on]:
+            raise fail_usage(
+                f"--lower {lower} does not take {', '.join(refused)}: it lowers the pt2e "
+                "flow's post-training quantization"
+            )
         options = LowerOptions(jobs, golden, update_golden, fmt, verbose, allow_import)
         raise typer.Exit(lower_command(spec, lower, model or [], options))
     if flow != "fx":
