@@ -24,7 +24,7 @@ from _bench import QUICK, args, exit_code, ratio
 
 from backend_spec._torch import torch
 from backend_spec.lower import LoweringMissing, require
-from backend_spec.lower.quantized import quantize_with
+from backend_spec.lower.quantized import quantize, quantize_with
 from backend_spec.lower.run import Lowering, default_models, factory_for, lower_check
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,7 +63,8 @@ def compare(target: str, models: list[str]) -> None:
     spec_vs_hand, int8_vs_fp32 = [], []
     for name in models:
         model, inputs = factory_for(name)()
-        spec = lowering.lower_model(name, model, inputs, timing=True)
+        spec_quantized = quantize(lowering.template, lowering.origins or {}, model, inputs)
+        spec = module.lower_model(name, spec_quantized)
         if not spec.ops or spec.int8_us is None:
             continue  # nothing quantized, or it did not lower: no latency to compare
         try:
@@ -74,6 +75,14 @@ def compare(target: str, models: list[str]) -> None:
         hand = module.lower_model(name, hand_quantized)
         if hand.int8_us is None:
             continue
+        if target == "xnnpack":  # timings are noisy on a shared machine; bytes are not
+            same = _pte(spec_quantized) == _pte(hand_quantized)
+            print(
+                f"{target} {name}: the spec's .pte is byte-identical to the hand-written's: {same}"
+            )
+        else:
+            same = spec.counters == hand.counters
+            print(f"{target} {name}: inductor's int8 lowering counters are the same: {same}")
         spec_vs_hand.append(spec.int8_us / hand.int8_us)
         ratio(f"{target} {name}: spec int8", spec.int8_us / hand.int8_us, "hand-written int8")
         if spec.latency_ratio is not None:
@@ -86,6 +95,13 @@ def compare(target: str, models: list[str]) -> None:
         )
     if int8_vs_fp32:
         ratio(f"{target}: spec int8 (median)", statistics.median(int8_vs_fp32), "fp32 lowered")
+
+
+def _pte(quantized) -> bytes:
+    from backend_spec.lower import xnnpack
+
+    exported = torch.export.export(quantized.converted, quantized.inputs)
+    return bytes(xnnpack.lower_program(exported)[0].to_executorch().buffer)
 
 
 def budget(target: str) -> None:
