@@ -65,7 +65,7 @@ CONSTRAINTS: tuple[Constraint, ...] = (
         "inductor",
         lambda f: f.weight == "per_tensor" and _weighted(f),
         "x86 inductor lowers conv and linear only with per-channel weights (its weight-prepack "
-        "patterns match dequantize_per_channel): the op runs in fp32",
+        "patterns match dequantize_per_channel)",
         "torch 2.13 torch/_inductor/fx_passes/quantization.py (_register_qconv_weight_prepack, "
         "_register_qlinear_weight_prepack); torchao 0.18 "
         "torchao/quantization/pt2e/inductor_passes/x86.py on torch 2.14",
