@@ -14,7 +14,7 @@ from backend_spec._torch import torch
 WARMUP = 5
 #: Timed runs at most, in blocks, and the time they may take (a slow model is timed fewer
 #: times, at least three per block).
-RUNS, BLOCKS, BUDGET_S = 45, 3, 1.5
+RUNS, BLOCKS, BUDGET_S = 300, 3, 1.0
 
 
 def median_us(run: Callable[[], Any]) -> float:
