@@ -458,6 +458,11 @@ def _with_ops(backend: Backend) -> list[tuple[Entry, list[Any]]]:
     ]
 
 
+def entry_labels(backend: Backend) -> list[tuple[Entry, str]]:
+    """Each entry with the label its rules carry (what reports and lowering name it by)."""
+    return [(entry, ops_label(ops)) for entry, ops in _with_ops(backend)]
+
+
 def ops_label(ops: list[Any] | tuple[Any, ...]) -> str:
     """A pattern as the report writes it: ``nn.Linear`` or ``(nn.Conv2d, nn.ReLU)``."""
     return _op_label(ops[0]) if len(ops) == 1 else "(" + ", ".join(map(_op_label, ops)) + ")"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -31,14 +32,15 @@ def check_cli(
         ),
     ] = None,
     jobs: Annotated[
-        int,
+        int | None,
         typer.Option(
             "--jobs",
             "-j",
             min=1,
-            help="Parallel worker processes (at most one per CPU and per case).",
+            help="Parallel worker processes (at most one per CPU and per case; default 1, "
+            "with --lower one per CPU).",
         ),
-    ] = 1,
+    ] = None,
     model: Annotated[
         list[str] | None,
         typer.Option(
@@ -66,6 +68,14 @@ def check_cli(
         bool,
         typer.Option("--qat", help="With --flow pt2e|both: train (prepare_qat_pt2e / _fx)."),
     ] = False,
+    lower: Annotated[
+        str | None,
+        typer.Option(
+            "--lower",
+            help="xnnpack or inductor: lower each pt2e-quantized model (ExecuTorch's XNNPACK "
+            "delegate, or x86 inductor) and check every quantized op reaches an int8 kernel.",
+        ),
+    ] = None,
 ) -> None:
     """Quantize a minimal model per pattern and DTypeConfig, and the zoo models, on the host CPU.
 
@@ -74,10 +84,19 @@ def check_cli(
     """
     if flow not in ("fx", "pt2e", "both"):
         raise fail_usage(f"--flow must be fx, pt2e or both, not {flow!r}")
+    if lower is not None:
+        given = {"--engine": engine is not None, "--qat": qat, "--flow both": flow == "both"}
+        if refused := [flag for flag, on in given.items() if on]:
+            raise fail_usage(
+                f"--lower {lower} does not take {', '.join(refused)}: it lowers the pt2e "
+                "flow's post-training quantization"
+            )
+        options = LowerOptions(jobs, golden, update_golden, fmt, verbose, allow_import)
+        raise typer.Exit(lower_command(spec, lower, model or [], options))
     models = model_factories(model)
     if flow != "fx":
         fx_only = {
-            "--jobs": jobs != 1,
+            "--jobs": jobs is not None,
             "--golden": golden is not None,
             "--update-golden": update_golden,
         }
@@ -111,7 +130,7 @@ def check_cli(
                 spec,
                 engine=engine,
                 models=models,
-                jobs=jobs,
+                jobs=jobs or 1,
                 progress=advance,
                 allow_imports=allowed(allow_import),
                 backend_config=backend_config,
@@ -138,6 +157,22 @@ def check_cli(
             note(render.golden_line(report, golden, written=False))
         raise typer.Exit(1 if drift else 0)
     raise typer.Exit(1 if report.failed else 0)
+
+
+def _lower_models(refs: list[str]) -> list[str] | None:
+    """Zoo models and pt2e reference nets by name; ``module:factory`` references checked
+    importable here (workers import them again)."""
+    from backend_spec.check.run import import_factory
+    from backend_spec.lower.run import default_models
+
+    known = set(default_models())
+    for ref in refs:
+        if ref not in known:
+            try:
+                import_factory(ref)
+            except ValueError as exc:
+                raise fail_usage(f"--model {ref}: {exc}") from None
+    return list(dict.fromkeys(refs)) or None
 
 
 def pt2e_check(
@@ -168,4 +203,71 @@ def pt2e_check(
     except ValueError as exc:  # an engine this torch does not have
         raise fail_usage(str(exc)) from None
     out(flow_json(report) if fmt == "json" else flow_text(report, verbose=verbose))
+    return 1 if report.failed else 0
+
+
+@dataclass(frozen=True)
+class LowerOptions:
+    """The options ``check --lower`` shares with the FX check."""
+
+    jobs: int | None
+    golden: Path | None
+    update_golden: bool
+    fmt: str
+    verbose: bool
+    allow_import: list[str] | None
+
+
+def lower_command(spec: str, target: str, models: list[str], options: LowerOptions) -> int:
+    """``check --lower TARGET`` (backend_spec.lower): the report rendered, exit status (0 ok or
+    matching the golden, 1 failures or drift). What ExecuTorch and inductor print is held back."""
+    from backend_spec.cli.render import lower as render
+    from backend_spec.cli.render.foreign import HeldBack, held_back
+    from backend_spec.lower import TARGETS, LoweringMissing, require
+    from backend_spec.lower import golden as goldens
+    from backend_spec.lower.run import lower_check
+
+    if target not in TARGETS:
+        raise fail_usage(f"--lower must be {' or '.join(TARGETS)}, not {target!r}")
+    if options.update_golden and options.golden is None:
+        raise fail_usage("--update-golden needs --golden FILE")
+    if options.update_golden:
+        check_output_path(options.golden)
+    recorded = None
+    if options.golden is not None and not options.update_golden:
+        try:
+            recorded = goldens.read(existing(options.golden), target)
+        except ValueError as exc:
+            raise fail_usage(str(exc)) from None
+    try:
+        require(target)
+    except LoweringMissing as exc:
+        raise fail_usage(str(exc)) from None
+    backend_config = load_ref(spec, options.allow_import).backend_config
+    names = _lower_models(models)
+    with held_back(HeldBack()):
+        report = lower_check(
+            spec,
+            target,
+            names,
+            jobs=options.jobs,
+            allow_imports=allowed(options.allow_import),
+            backend_config=backend_config,
+        )
+    drift = goldens.drift(report, recorded) if recorded is not None else None
+    if options.fmt == "json":
+        out(render.report_json(report, drift))
+    else:
+        out(render.report_text(report, drift, verbose=options.verbose))
+    if options.update_golden:
+        assert options.golden is not None
+        goldens.write(report, options.golden)
+        note(render.golden_line(report, options.golden, written=True))
+        return 0
+    if recorded is not None:
+        if (moved := goldens.version_note(report, recorded)) is not None:
+            note(f"note: {render.escape(moved)}")
+        if not drift:
+            note(render.golden_line(report, options.golden, written=False))
+        return 1 if drift else 0
     return 1 if report.failed else 0

@@ -40,6 +40,14 @@ def explain_command(
     qat: Annotated[
         bool, typer.Option("--qat", help="With --flow pt2e: the QAT quantizer, training export.")
     ] = False,
+    lower: Annotated[
+        str | None,
+        typer.Option(
+            "--lower",
+            help="With --flow pt2e: xnnpack or inductor; say where each node ran after "
+            "lowering, and why a quantized op missed its int8 kernel.",
+        ),
+    ] = None,
 ) -> None:
     """Explain, node by node, what SPEC quantizes in a model and why nodes are skipped."""
     import json
@@ -58,6 +66,8 @@ def explain_command(
         raise fail_usage("--torch-default and --qconfig-mapping exclude each other")
     if qat and flow != "pt2e":
         raise fail_usage("--qat applies to --flow pt2e only")
+    if lower is not None and (flow != "pt2e" or qat):
+        raise fail_usage("--lower applies to --flow pt2e (post-training) only")
     compiled = load_ref(spec, allow_import)
     try:
         net, inputs = _model(model)
@@ -69,6 +79,8 @@ def explain_command(
             mapping = explain.spec_mapping(compiled.backend_config)
     except ValueError as exc:
         raise fail_usage(str(exc)) from None
+    if lower is not None:
+        raise typer.Exit(_explain_lowering(compiled.backend_config, lower, net, inputs, fmt))
     if flow == "pt2e":
         from backend_spec.cli.render.pt2e import verdicts_json, verdicts_text
         from backend_spec.pt2e.check import explain_pt2e
@@ -108,3 +120,31 @@ def _model(ref: str):
     if ref in named:
         return named[ref]()
     return explain.model_from_factory(ref)
+
+
+def _explain_lowering(backend_config, target: str, net, inputs, fmt: str) -> int:
+    """``explain --flow pt2e --lower TARGET``: per node, the spec's verdict and where the
+    lowering put it; exit 1 when a quantized op missed its int8 kernel or lowering crashed."""
+    import json
+
+    from backend_spec.cli.render.foreign import HeldBack, held_back
+    from backend_spec.cli.render.lower import explain_text
+    from backend_spec.lower import TARGETS, LoweringMissing, require
+    from backend_spec.lower.run import explain_lowering
+
+    if target not in TARGETS:
+        raise fail_usage(f"--lower must be {' or '.join(TARGETS)}, not {target!r}")
+    try:
+        require(target)
+    except LoweringMissing as exc:
+        raise fail_usage(str(exc)) from None
+    with held_back(HeldBack()):
+        result, verdicts = explain_lowering(backend_config, target, net, inputs)
+    if fmt == "json":
+        from backend_spec.cli.render.lower import model_json
+
+        document = {"model": model_json(result), "nodes": [vars(v) for v in verdicts]}
+        out_line(json.dumps(document, indent=2))
+    else:
+        out(explain_text(result, verdicts))
+    return 0 if result.ok else 1
