@@ -135,6 +135,14 @@ TOO_MANY_PROBLEMS = _register(
     "more problems than bespec reports at once; the rest are counted, not listed",
     "fix the ones shown and run again",
 )
+INVISIBLE_CHARACTER = _register(
+    "BS110",
+    "invisible-character",
+    E,
+    "an invisible line break (NEL, U+2028, U+2029) or bidi control in the text: an editor "
+    "shows the file otherwise than the parser reads it",
+    "delete it (in a quoted string, write it as an escape such as \\u2028)",
+)
 
 # -- 2xx: the schema --------------------------------------------------------------------------
 NOT_A_MAPPING = _register(
