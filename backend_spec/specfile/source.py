@@ -152,8 +152,14 @@ class SourceDoc:
         return (1, 1)
 
     def key_where(self, path: KeyPath) -> Position:
-        """Position of the key that introduces ``path`` (falls back to the value position)."""
-        return self.key_positions.get(self.canonical(path)) or self.where(path)
+        """Position of the key that introduces ``path`` (falls back to the value position).
+
+        A key is written in its own mapping even when its value is an alias: the key of
+        ``input_dtype: *act`` is at that line, not at the anchor."""
+        if not path:
+            return self.where(path)
+        own = self.key_positions.get((*self.canonical(path[:-1]), path[-1]))
+        return own or self.where(path)
 
     def diagnostic(
         self,
