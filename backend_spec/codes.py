@@ -417,6 +417,21 @@ UNUSED_NOQA = _register(
     W,
     "A code in a ``# noqa`` comment silences nothing: no such finding, or it cannot be silenced.",
 )
+FX_PLAIN_INTEGER_DTYPE = _register(
+    "BS522",
+    "fx-plain-integer-dtype",
+    W,
+    "A dtype config quantizes with a plain integer dtype (``uint8``, ``int8``): FX quantizes "
+    "only with ``quint8``/``qint8``, so ``convert_fx`` leaves the op float (or fails on the "
+    "weight); pt2e reads either spelling.",
+)
+CONTRADICTORY_POLICY = _register(
+    "BS523",
+    "contradictory-policy",
+    W,
+    "An entry's pt2e policy keys contradict each other or its observation type: one of them "
+    "can never take effect.",
+)
 RULE_CRASHED = _register(
     "BS599",
     "rule-crashed",
