@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from backend_spec._torch import quiet, torch
-from backend_spec.names.importer import call_ref, import_ref, object_of
 from backend_spec.names.dtypes import fx_quantized_twin
+from backend_spec.names.importer import call_ref, import_ref, object_of
 from backend_spec.names.labels import config_label, dtype_label, object_label, pattern_label
 
 # -- the tutorial's model ----------------------------------------------------------------------
