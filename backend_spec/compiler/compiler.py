@@ -334,6 +334,7 @@ class Compiler:
         finally:
             self._record = self.names
         self.prove_fuser(path, values, named=isinstance(model.fuser_method, str))
+        self.aten_chains((*path, "aten"), model.aten or ())
         pattern, complex_format = values.get("pattern"), values.get("pattern_complex_format")
         unresolved = pattern is None and complex_format is None
         key = None if unresolved else key_of(pattern, complex_format)
@@ -358,6 +359,23 @@ class Compiler:
         policy = tuple((k, getattr(model, k)) for k in POLICY_KEYS if getattr(model, k) is not None)
         origin = Origin(self.doc.file, self.doc.where(path)[0])
         return Entry(key, origin, fields, aten, policy)
+
+    def aten_chains(self, path: KeyPath, chains: list[list[Any]]) -> None:
+        """Every op of the entry's ``aten:`` chains names an overload torch registers, as a
+        pattern op must: a misspelt one would silently never match (BS300, with the closest
+        names). Only checked: the chains stay names (pt2e's rule table matches by name)."""
+        for i, chain in enumerate(chains):
+            for j, op in enumerate(chain):
+                alternatives = (
+                    [((*path, i, j), op)]
+                    if isinstance(op, str)
+                    else [((*path, i, j, k), name) for k, name in enumerate(op)]
+                )
+                for where, name in alternatives:
+                    try:
+                        self.resolver.lookup(name)
+                    except NameProblem as problem:
+                        self.problem(where, problem.code, problem.message, problem.hint)
 
     def field_values(self, path: KeyPath, model: PatternModel, arity: int) -> dict[str, Any]:
         """The torch value of each field the entry sets and that resolved."""

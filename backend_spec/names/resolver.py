@@ -11,11 +11,13 @@ of object it received, and callable and module fields where it is defined.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import inspect
 import keyword
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from types import ModuleType
@@ -264,7 +266,7 @@ class Resolver:
         name = SPECIAL_NAMES.get(name, name)
         parts = name.split(".")
         if len(parts) == 3 and parts[0] == ATEN_PREFIX and all(map(_is_identifier, parts)):
-            return aten_overload(name)
+            return aten_overload(name, self.suggest)
         if not all(_is_identifier(part) for part in parts):
             raise NameProblem(
                 codes.INVALID_NAME,
@@ -525,9 +527,11 @@ def describe(obj: Any) -> str:
 ATEN_PREFIX = "aten"
 
 
-def aten_overload(name: str) -> Any:
+def aten_overload(name: str, suggest: Callable[[str, Any, str], str] = _suggest) -> Any:
     """``aten.<op>.<overload>`` -> ``torch.ops.aten.<op>.<overload>``: torch's own operator
-    registry, so nothing is imported. A pt2e pattern op (the ATen graph's own node target)."""
+    registry, so nothing is imported. A pt2e pattern op (the ATen graph's own node target),
+    or an op of an ``aten:`` chain. An unknown one is BS300 with the closest overloads of the
+    op, or the closest ops, as the hint (``suggest``: the resolver's, under its budget)."""
     import torch
 
     _, op, overload = name.split(".")
@@ -535,10 +539,31 @@ def aten_overload(name: str) -> Any:
         packet = None if op.startswith("__") else getattr(torch.ops.aten, op)
     except (AttributeError, RuntimeError):
         packet = None
-    if not isinstance(packet, torch._ops.OpOverloadPacket) or overload not in packet.overloads():
+    if not isinstance(packet, torch._ops.OpOverloadPacket):
+        hint = suggest(op, _aten_op_names(), "aten.")
         raise NameProblem(
             codes.UNKNOWN_NAME,
-            f"unknown ATen overload '{name}'",
-            "write aten.<op>.<overload> as str(torch.ops.aten.<op>.<overload>) prints it",
+            f"unknown ATen op '{name}': torch has no aten.{op}",
+            hint or "write aten.<op>.<overload> as str(torch.ops.aten.<op>.<overload>) prints it",
+        )
+    if overload not in packet.overloads():
+        hint = suggest(overload, packet.overloads(), f"aten.{op}.")
+        raise NameProblem(
+            codes.UNKNOWN_NAME,
+            f"unknown ATen overload '{name}': aten.{op} has "
+            + ", ".join(sorted(packet.overloads())[:8]),
+            hint or "write aten.<op>.<overload> as str(torch.ops.aten.<op>.<overload>) prints it",
         )
     return getattr(packet, overload)
+
+
+@functools.cache
+def _aten_op_names() -> tuple[str, ...]:
+    """The names of every ATen op torch registers (``linear``, ``conv2d``...), for hints."""
+    import torch
+
+    try:
+        qualified = torch._C._dispatch_get_all_op_names()
+    except AttributeError:  # pragma: no cover - a torch without the private listing
+        return tuple(dir(torch.ops.aten))
+    return tuple(sorted({n[6:].split(".")[0] for n in qualified if n.startswith("aten::")}))
