@@ -215,6 +215,13 @@ UNKNOWN_INPUT_TYPE = _register(
     E,
     "an input_type_to_index key torch does not read (it knows input, weight and bias)",
 )
+NULL_VALUE = _register(
+    "BS217",
+    "null-value",
+    E,
+    "a pt2e key (aten, quantize, a version 3 to 5 policy key) is set to null",
+    "write a value, or leave the key out for its default",
+)
 ONE_PATTERN_FORM = _register(
     "BS220",
     "one-pattern-form",
