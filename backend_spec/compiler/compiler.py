@@ -292,11 +292,14 @@ class Compiler:
         module = getattr(getattr(factory, "__func__", factory), "__module__", None) or ""
         return inside(module, TORCH_FACTORY_MODULES) or inside(module, self.resolver.allowed)
 
-    def factory_arg(self, path: KeyPath, value: Any, arity: int) -> Any:
-        """A factory argument: a name -> its object, a list -> a tuple, a form -> a function."""
+    def factory_arg(self, path: KeyPath, value: Any, arity: int, in_list: bool = False) -> Any:
+        """A factory argument: a name -> its object, a list -> a tuple, a form -> a function.
+        A class inside a list is a lookup key (``get_fuser_method``'s ``(nn.Conv2d,
+        nn.ReLU)``), not the fused module: only trusted here, then judged with every other
+        fuser by what the built fuser makes (:meth:`prove_fuser`)."""
         if isinstance(value, str):
             try:
-                obj = self.resolver.factory_argument(value)
+                obj = self.resolver.factory_argument(value, lookup_key=in_list)
             except NameProblem as problem:
                 self._record[path] = problem
                 self.problem(path, problem.code, problem.message, problem.hint)
@@ -306,7 +309,9 @@ class Compiler:
         if isinstance(value, LiteralArg):
             return value.literal
         if isinstance(value, list):
-            items = tuple(self.factory_arg((*path, i), v, arity) for i, v in enumerate(value))
+            items = tuple(
+                self.factory_arg((*path, i), v, arity, in_list=True) for i, v in enumerate(value)
+            )
             return _MISSING if any(i is _MISSING for i in items) else items
         if isinstance(value, FunctionForm) and value.call is not None:
             self.problem(

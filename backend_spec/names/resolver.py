@@ -191,15 +191,28 @@ class Resolver:
             f"modules; this one is defined in '{module}'"
         )
 
-    def factory_argument(self, name: str) -> Any:
+    def factory_argument(self, name: str, lookup_key: bool = False) -> Any:
         """The object a name argument of ``{call: f, args: [...]}`` denotes, or NameProblem.
 
         The same predicate as the other callable forms: a function argument is a callable
         field's value (torch's fusers and getters, or allowed), and a class argument ends up
         as the fused module a fuser builds, so it is checked like ``{sequential: X}``'s class
         (a torch fused module class; any nn.Module subclass of an allowed module). Modules
-        are refused: a factory never needs one.
+        are refused: a factory never needs one. A class inside a list (``lookup_key``: the
+        op list ``get_fuser_method`` looks a fuser up by) is only a key: any module class of
+        torch.nn, torch.ao.nn or an allowed module; what the fuser then builds is proved.
         """
+        if lookup_key:
+            obj = self.lookup(name)
+            if isinstance(obj, type):
+                code, problem = self._key_class_problem(obj)
+                if problem:
+                    raise NameProblem(
+                        code,
+                        f"'{name}' is {describe(obj)}; in a lookup key, {problem}",
+                        "name the module classes of the pattern, e.g. [nn.Conv2d, nn.ReLU]",
+                    )
+                return obj
         obj = self.lookup(name)
         if isinstance(obj, ModuleType):
             raise NameProblem(
@@ -223,6 +236,13 @@ class Resolver:
             if problem:
                 raise NameProblem(codes.UNTRUSTED, f"'{name}': {problem}", _TRUST_HINT)
         return obj
+
+    def _key_class_problem(self, cls: type) -> tuple[str, str]:
+        """``(code, why)`` a class may not be a lookup key of a factory call, or ``("", "")``."""
+        if not is_module_class(cls):
+            return codes.WRONG_KIND, "a class needs to be an nn.Module subclass"
+        trusted = self._trusted_class(cls, MODULE_CLASS_MODULES, "a module class")
+        return (codes.UNTRUSTED, trusted) if trusted else ("", "")
 
     def _class_argument_problem(self, cls: type) -> tuple[str, str]:
         """``(code, why)`` a class may not be a factory argument, or ``("", "")``."""
