@@ -48,6 +48,18 @@ CASES = {
         not_at={3, 4, 5},
         never=["did you mean 'dtype'", "did you mean 'observer'"],
     ),
+    # the same without an anchor: one finding per dedented key (not one per key inside it),
+    # and no "unused dtype config 'input_dtype'" after it
+    "dedented-keys": dict(
+        text="name: x\ndtype_configs:\n  act_only:\n"
+        "  input_dtype: {dtype: quint8, quant_min_lower_bound: 0}\n  output_dtype: quint8\n"
+        "patterns:\n  - pattern: nn.ReLU\n    dtype_configs: [act_only]\n",
+        command="lint",
+        first=("BS203", 3, 12),
+        has={("BS201", 4, 3), ("BS203", 5, 3)},
+        count=3,
+        words=["indent them under act_only"],
+    ),
     # a dtype config named like a dtype key is still a dtype config
     "config-named-input_dtype": dict(
         text="name: x\ndtype_configs:\n  input_dtype: {dtype: quint8}\n",
@@ -60,7 +72,7 @@ CASES = {
         "  - pattern: nn.ReLU\n    output: never\n",
         command="compile",
         first=("BS204", 1, 15),
-        only=True,
+        count=1,
         never=["this file is spec_version"],
     ),
     # the dtype trap, as new users write it: a warning at the dtype from compile and lint
@@ -107,8 +119,8 @@ def test_message(tmp_path: Path, name: str) -> None:
     assert all(d.file == str(path) for d in found)
     assert case.get("has", set()) <= {(d.code, d.line, d.column) for d in found}, shown
     assert not [d for d in found if d.line in case.get("not_at", ())], shown
-    if case.get("only"):
-        assert len(found) == 1, shown
+    if "count" in case:
+        assert len(found) == case["count"], shown
     text = " ".join(f"{d.message} {d.hint}" for d in found)
     assert not [w for w in case.get("never", ()) if w in text], shown
     assert all(w in f"{lead.message} {lead.hint}" for w in case.get("words", ())), shown

@@ -7,6 +7,7 @@ by :mod:`backend_spec.specfile.source`, gives it a stable code, and adds a "did 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any, get_args
 
 from pydantic import BaseModel, ValidationError
@@ -83,8 +84,59 @@ def validate(doc: SourceDoc) -> tuple[SpecModel | None, list[Diagnostic]]:
         return None, [*problems, doc.diagnostic((), codes.TOO_DEEP, "nesting too deep")]
     if spec is not None:
         found += _version_problems(doc, spec)
-    found = _dedupe([*problems, *found])
+    found = _dedented(doc, data, spec, _dedupe([*problems, *found]))
     return spec, capped(found, unlisted)
+
+
+def _dedented(
+    doc: SourceDoc, data: dict[str, Any], spec: SpecModel | None, found: list[Diagnostic]
+) -> list[Diagnostic]:
+    """The indentation mistake: a key left empty where a mapping belongs (``act_only:``),
+    followed at its own level by keys of that mapping (``input_dtype: ...``). The empty key
+    is the cause: its hint names the keys to indent, and the errors of those keys say they
+    belong under it; they are set aside, so no later check reports them as entries of their
+    own (an unused dtype config named ``input_dtype``)."""
+    out: list[Diagnostic | None] = list(found)
+    for i, d in enumerate(found):
+        path = d.key_path
+        if d.code != codes.WRONG_TYPE or not path or _value_at(data, path) is not None:
+            continue
+        model, parent = model_at(path), _value_at(data, path[:-1])
+        if model is model_at(path[:-1]) or not isinstance(parent, dict):
+            continue  # not an empty mapping
+        keys = list(parent)
+        own = []
+        for key in keys[keys.index(path[-1]) + 1 :]:
+            if key not in model.model_fields:
+                break
+            own.append(key)
+        if not own:
+            continue
+        name, line = path[-1], doc.key_where(path)[0]
+        out[i] = replace(
+            d,
+            hint=f"nothing is written under {name}, and the keys after it ({', '.join(own)}) "
+            f"are its keys: indent them under {name}",
+        )
+        moved = {(*path[:-1], key) for key in own}
+        level = format_key_path(path[:-1]) or "the spec"
+        said: set[KeyPath] = set()
+        for j, other in enumerate(out):
+            key_path = other.key_path[: len(path)]
+            if key_path not in moved:
+                continue
+            if key_path in said:  # one finding per dedented key: its errors are one mistake
+                out[j] = None
+                continue
+            said.add(key_path)
+            out[j] = replace(
+                doc.diagnostic(key_path, other.code, "", at_key=True),
+                message=f"{key_path[-1]} is read as an entry of {level}, not as a key of {name}",
+                hint=f"indent it under {name} (line {line})",
+            )
+        if spec is not None:
+            spec._set_aside = spec._set_aside | moved
+    return [d for d in out if d is not None]
 
 
 #: Keys whose mapping value is a function form (a fuser or getter, or a wrapped one).
@@ -543,6 +595,8 @@ def _expected(path: KeyPath) -> str:
     if not path:
         return ""
     last = path[-1]
+    if len(path) == 2 and path[0] == "dtype_configs":  # whatever its name
+        return "a mapping (a dtype config such as {input_dtype: quint8})"
     if last == "pattern" or (len(path) == 2 and path[0] == "remove"):
         return _PATTERN
     if last in _DTYPE_KEYS:
