@@ -97,6 +97,7 @@ def _dedented(
     belong under it; they are set aside, so no later check reports them as entries of their
     own (an unused dtype config named ``input_dtype``)."""
     out: list[Diagnostic | None] = list(found)
+    orders: dict[KeyPath, tuple[list[Any], dict[Any, int]]] = {}
     for i, d in enumerate(found):
         path = d.key_path
         if d.code != codes.WRONG_TYPE or not path or _value_at(data, path) is not None:
@@ -104,12 +105,14 @@ def _dedented(
         model, parent = model_at(path), _value_at(data, path[:-1])
         if model is model_at(path[:-1]) or not isinstance(parent, dict):
             continue  # not an empty mapping
-        keys = list(parent)
+        if path[:-1] not in orders:  # once per mapping: a flood of empty keys stays linear
+            orders[path[:-1]] = (list(parent), {k: n for n, k in enumerate(parent)})
+        keys, index = orders[path[:-1]]
         own = []
-        for key in keys[keys.index(path[-1]) + 1 :]:
-            if key not in model.model_fields:
+        for n in range(index[path[-1]] + 1, len(keys)):  # the keys after it, no copy
+            if keys[n] not in model.model_fields:
                 break
-            own.append(key)
+            own.append(keys[n])
         if not own:
             continue
         name, line = path[-1], doc.key_where(path)[0]
