@@ -202,18 +202,16 @@ class Resolver:
         op list ``get_fuser_method`` looks a fuser up by) is only a key: any module class of
         torch.nn, torch.ao.nn or an allowed module; what the fuser then builds is proved.
         """
-        if lookup_key:
-            obj = self.lookup(name)
-            if isinstance(obj, type):
-                code, problem = self._key_class_problem(obj)
-                if problem:
-                    raise NameProblem(
-                        code,
-                        f"'{name}' is {describe(obj)}; in a lookup key, {problem}",
-                        "name the module classes of the pattern, e.g. [nn.Conv2d, nn.ReLU]",
-                    )
-                return obj
         obj = self.lookup(name)
+        if lookup_key and isinstance(obj, type):
+            code, problem = self._key_class_problem(obj)
+            if problem:
+                raise NameProblem(
+                    code,
+                    f"'{name}' is {describe(obj)}; in a lookup key, {problem}",
+                    "name the module classes of the pattern, e.g. [nn.Conv2d, nn.ReLU]",
+                )
+            return obj
         if isinstance(obj, ModuleType):
             raise NameProblem(
                 codes.WRONG_KIND,
@@ -570,11 +568,17 @@ def aten_overload(name: str, suggest: Callable[[str, Any, str], str] = _suggest)
         hint = suggest(overload, packet.overloads(), f"aten.{op}.")
         raise NameProblem(
             codes.UNKNOWN_NAME,
-            f"unknown ATen overload '{name}': aten.{op} has "
-            + ", ".join(sorted(packet.overloads())[:8]),
+            f"unknown ATen overload '{name}': aten.{op} has {_few(packet.overloads())}",
             hint or "write aten.<op>.<overload> as str(torch.ops.aten.<op>.<overload>) prints it",
         )
     return getattr(packet, overload)
+
+
+def _few(names: Any, n: int = 8) -> str:
+    """At most ``n`` names, sorted, and how many more."""
+    shown = sorted(names)
+    more = f" and {len(shown) - n} more" if len(shown) > n else ""
+    return ", ".join(shown[:n]) + more
 
 
 @functools.cache
