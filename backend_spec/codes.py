@@ -135,6 +135,14 @@ TOO_MANY_PROBLEMS = _register(
     "more problems than bespec reports at once; the rest are counted, not listed",
     "fix the ones shown and run again",
 )
+INVISIBLE_CHARACTER = _register(
+    "BS110",
+    "invisible-character",
+    E,
+    "an invisible line break (NEL, U+2028, U+2029) or bidi control in the text: an editor "
+    "shows the file otherwise than the parser reads it",
+    "delete it (in a quoted string, write it as an escape such as \\u2028)",
+)
 
 # -- 2xx: the schema --------------------------------------------------------------------------
 NOT_A_MAPPING = _register(
@@ -206,6 +214,13 @@ UNKNOWN_INPUT_TYPE = _register(
     "unknown-input-type",
     E,
     "an input_type_to_index key torch does not read (it knows input, weight and bias)",
+)
+NULL_VALUE = _register(
+    "BS217",
+    "null-value",
+    E,
+    "a pt2e key (aten, quantize, a version 3 to 5 policy key) is set to null",
+    "write a value, or leave the key out for its default",
 )
 ONE_PATTERN_FORM = _register(
     "BS220",
@@ -408,6 +423,21 @@ UNUSED_NOQA = _register(
     "unused-noqa",
     W,
     "A code in a ``# noqa`` comment silences nothing: no such finding, or it cannot be silenced.",
+)
+FX_PLAIN_INTEGER_DTYPE = _register(
+    "BS522",
+    "fx-plain-integer-dtype",
+    W,
+    "A dtype config quantizes with a plain integer dtype (``uint8``, ``int8``): FX quantizes "
+    "only with ``quint8``/``qint8``, so ``convert_fx`` leaves the op float (or fails on the "
+    "weight); pt2e reads either spelling.",
+)
+CONTRADICTORY_POLICY = _register(
+    "BS523",
+    "contradictory-policy",
+    W,
+    "An entry's pt2e policy keys contradict each other or its observation type: one of them "
+    "can never take effect.",
 )
 SHARED_OBSERVER_FLOAT_INPUT = _register(
     "BS530",

@@ -488,3 +488,33 @@ def test_engine_from_pyproject_and_verbose_details(tmp_path, monkeypatch) -> Non
     assert len(case["detail"]) > len(case["reason"])  # torch's full text
     verbose = runner.invoke(app, ["check", str(spec), "--verbose", "--engine", ENGINE])
     assert "method:sigmoid_ | ptq#0" in verbose.output  # the full error, under its key
+
+
+FX_DTYPE_SPEC = """\
+name: newbie
+dtype_configs:
+  act: {{input_dtype: {act}, output_dtype: {act}}}
+  w8: {{input_dtype: quint8, output_dtype: quint8, weight_dtype: qint8}}
+patterns:
+  - pattern: nn.ReLU
+    dtype_configs: [act]
+  - pattern: nn.Linear
+    dtype_configs: [w8]
+"""
+
+
+@pytest.mark.parametrize(("act", "model_status"), [("uint8", "fail"), ("quint8", "pass")])
+def test_a_model_does_not_pass_while_its_ops_fail_for_their_dtype(
+    tmp_path, act: str, model_status: str
+) -> None:
+    """The dtype trap: uint8 where FX needs quint8 fails the ReLU's case; the model that
+    holds a ReLU (observed as uint8, left float by convert_fx) fails with it, naming the fix."""
+    spec = tmp_path / "newbie.yaml"
+    spec.write_text(FX_DTYPE_SPEC.format(act=act))
+    report = run_check(str(spec), engine=ENGINE, models=["mlp"])
+    relu = [r for r in report.patterns if r.pattern == "nn.ReLU"]
+    assert [r.status for r in relu] == ["fail" if act == "uint8" else "pass"]
+    (model,) = report.models
+    assert model.status == model_status, model.reason
+    if model_status == "fail":
+        assert "observed as uint8" in model.reason and "quint8" in model.reason

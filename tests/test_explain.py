@@ -187,3 +187,51 @@ def test_model_file_from_the_current_directory(tmp_path: Path, monkeypatch) -> N
     for ref in ("netdef:make", "netdef.py:make"):
         result = CliRunner().invoke(app, ["explain", spec, "--model", ref, "--format", "json"])
         assert result.exit_code == 0, result.output
+
+
+FX_DTYPES = """\
+name: t
+patterns:
+  - pattern: nn.Linear
+    dtype_configs:
+      - {{input_dtype: {act}, output_dtype: {act}, weight_dtype: {weight}, bias_dtype: float}}
+    root_module: nn.Linear
+    reference_quantized_module: nnqr.Linear
+"""
+
+#: (activation dtype, weight dtype) -> what convert_fx does with the linear, and what explain
+#: must call it: never "quantized" for a dtype FX does not quantize with (the dtype trap).
+CONVERT_CASES = {
+    "quint8-qint8": ("quint8", "qint8", "quantized"),
+    "uint8-activations": ("uint8", "qint8", "float"),
+    "int8-weight": ("quint8", "int8", "raises"),
+}
+
+
+def _converted(backend_config, mapping) -> str:
+    """What convert_fx really does with the tutorial model: quantized, float, or raises."""
+    from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+
+    model, inputs = tutorial_model()
+    with quiet():
+        prepared = prepare_fx(model, mapping, inputs, backend_config=backend_config)
+        prepared(*inputs)
+        try:
+            converted = convert_fx(prepared, backend_config=backend_config)
+        except ValueError:
+            return "raises"
+    targets = {str(n.target) for n in converted.graph.nodes}
+    return "quantized" if any("quantize_per_tensor" in t for t in targets) else "float"
+
+
+@pytest.mark.parametrize("case", sorted(CONVERT_CASES))
+def test_explain_agrees_with_convert_fx_on_dtypes(case: str) -> None:
+    act, weight, convert = CONVERT_CASES[case]
+    bc = backend_spec.loads(FX_DTYPES.format(act=act, weight=weight))
+    mapping = spec_mapping(bc)
+    assert _converted(bc, mapping) == convert
+    (linear,) = [n for n in explained(bc, mapping).nodes if n.node == "linear"]
+    assert linear.outcome == ("quantized" if convert == "quantized" else "not converted")
+    if convert != "quantized":
+        wanted = "qint8" if convert == "raises" else "quint8"
+        assert all(f"write {wanted}" in reason for reason in linear.reasons), linear.reasons

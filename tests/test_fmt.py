@@ -218,6 +218,7 @@ def test_toml_keys_are_written_key_equals_value() -> None:
     )
 
 
-def test_line_separators_stay_inside_their_comment_or_string() -> None:
-    text = "patterns: []\nname: a\u2028b  # note\u2029 x: 1\n"
-    assert format_text(text) == "name: a\u2028b  # note\u2029 x: 1\npatterns: []\n"
+def test_invisible_line_breaks_are_refused_not_rewritten() -> None:
+    text = "patterns: []\nname: a  # note\u2029 x: 1\n"
+    with pytest.raises(FormatError, match="line 2: BS110"):
+        format_text(text)

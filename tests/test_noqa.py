@@ -151,17 +151,18 @@ CASES = [
     ),
     # -- YAML: line ends --------------------------------------------------------------------
     ("yaml-crlf", "yaml", yaml_spare("  # noqa: BS507").replace("\n", "\r\n"), []),
+    # an invisible line break is refused wherever it is (BS110, which no comment silences)
     (
         "yaml-line-separator-in-a-comment",
         "yaml",
-        yaml_spare("  # noqa: BS507", before="# a\u2028b\n"),
-        [],
+        yaml_spare("  # noqa: BS507", before="# a\u2028b  # noqa: BS110\n"),
+        ["1:BS110"],
     ),
     (
         "yaml-line-separator-in-a-string",
         "yaml",
         yaml_spare(before='x-note: "a\u2028# bespec: noqa: BS507"\n'),
-        ["5:BS507"],
+        ["1:BS110"],
     ),
     # -- TOML ------------------------------------------------------------------------------
     ("toml-crlf", "toml", toml_spare("  # noqa: BS507").replace("\n", "\r\n"), []),

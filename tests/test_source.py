@@ -82,24 +82,31 @@ def test_toml_syntax_error_has_line_and_column():
     assert (d.code, d.line) == ("BS101", 3)
 
 
-# Line separators YAML 1.1 (libyaml) breaks lines at and YAML 1.2 does not: inside a comment
-# or a string they are text, kept as written, and every later position is on its real line.
-SEPARATORS = ["\x85", "\u2028", "\u2029"]
+# Characters an editor and the parser read differently: line breaks YAML 1.1 and editors end
+# lines at and YAML 1.2 and TOML do not, and bidi controls. Refused wherever they are (a
+# comment, a plain or quoted string), at their own line and column; an escape is fine.
+INVISIBLE = ["\x85", "\u2028", "\u2029", "\u202e", "\u2067"]
 
 
-@pytest.mark.parametrize("sep", SEPARATORS, ids=["nel", "u2028", "u2029"])
+@pytest.mark.parametrize("char", INVISIBLE, ids=["nel", "u2028", "u2029", "rlo", "rli"])
 @pytest.mark.parametrize("fmt", ["yaml", "toml"])
-def test_line_separators_are_text_in_strings_and_comments(fmt, sep):
-    if fmt == "yaml":
-        text = f"name: a{sep}b  # note{sep} x: 1\nquoted: 'c{sep}d'\nafter: [1]\n"
-    else:
-        text = f'name = "a{sep}b"  # note{sep} x = 1\nquoted = "c{sep}d"\nafter = [1]\n'
-    doc = parse(text, "x", fmt)
-    assert doc.data == {"name": f"a{sep}b", "quoted": f"c{sep}d", "after": [1]}
-    assert doc.where(("after",))[0] == 3
-    assert doc.where(("after", 0))[0] == 3
+@pytest.mark.parametrize("where", ["comment", "plain", "quoted"])
+def test_invisible_characters_are_refused_at_their_position(fmt, char, where):
+    eq = ":" if fmt == "yaml" else " ="
+    line = {
+        "comment": f'name{eq} "a"  # note{char} x{eq} 1',
+        "plain": f"name{eq} {'a' if fmt == 'yaml' else 1}{char}b",
+        "quoted": f'name{eq} "a{char}b"',
+    }[where]
+    text = f'x-first{eq} "ok"\n{line}\n'
+    with pytest.raises(SpecError) as info:
+        parse(text, "x", fmt)
+    (d,) = info.value.diagnostics
+    assert (d.code, d.line, d.column) == ("BS110", 2, line.index(char) + 1)
+    assert f"U+{ord(char):04X}" in d.message
 
 
-def test_private_use_characters_are_not_mistaken_for_separators():
-    text = "name: \ue000\ue001\u2028\ue002\n"  # stand-ins are picked among unused code points
-    assert parse(text, "x", "yaml").data == {"name": "\ue000\ue001\u2028\ue002"}
+@pytest.mark.parametrize("fmt", ["yaml", "toml"])
+def test_an_escaped_line_separator_is_text(fmt):
+    text = 'name: "a\\u2028b"\n' if fmt == "yaml" else 'name = "a\\u2028b"\n'
+    assert parse(text, "x", fmt).data == {"name": "a\u2028b"}

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from backend_spec._torch import quiet, torch
+from backend_spec.names.dtypes import fx_quantized_twin
 from backend_spec.names.importer import call_ref, import_ref, object_of
 from backend_spec.names.labels import config_label, dtype_label, object_label, pattern_label
 
@@ -108,7 +109,8 @@ class NodeReport:
     #: The fusion pattern that built this node's module (``(nn.Conv2d, nn.BatchNorm2d,
     #: nn.ReLU)`` for the ConvReLU2d it folded into), if any.
     fused_from: str | None = None
-    #: "quantized", "skipped" (matched, but no DTypeConfig fits its QConfig), "no qconfig",
+    #: "quantized", "not converted" (observed by prepare, but convert_fx does not quantize with
+    #: its dtype), "skipped" (matched, but no DTypeConfig fits its QConfig), "no qconfig",
     #: "not quantized" (matched a pattern that quantizes nothing) or "no pattern".
     outcome: str = "no pattern"
     reasons: list[str] = field(default_factory=list)
@@ -259,11 +261,59 @@ class _Traced:
         if _is_pattern_dtype_config_and_qconfig_supported_by_backend(
             pattern, matched, qconfig, self.backend_config
         ):
-            report.outcome = "quantized"
+            left = self.convert_failures(pattern, matched)
+            report.outcome = "not converted" if left else "quantized"
+            report.reasons = left
             return report
         report.outcome = "skipped"
         report.reasons = self.rejections(config, pattern, matched, qconfig)
         return report
+
+    def convert_failures(self, pattern: Any, matched: Any) -> list[str]:
+        """Why ``convert_fx`` leaves a node that prepare observes float (or fails on it): it
+        quantizes only with torch's quantized dtypes, so an observer of a plain integer dtype
+        (``uint8`` where FX needs ``quint8``) makes no quantize node, and a weight of one
+        raises. [] when convert quantizes what prepare observed."""
+        from torch.ao.quantization.backend_config.utils import (
+            get_fusion_pattern_to_root_node_getter,
+        )
+        from torch.ao.quantization.fx.quantize_handler import _default_root_node_getter
+
+        getter = get_fusion_pattern_to_root_node_getter(self.backend_config).get(
+            pattern, _default_root_node_getter
+        )
+        root, output = getter(matched), matched[0]
+        found = []
+        for node, key, role in (
+            (root, "input_act_obs_or_fq_ctr", "input"),
+            (output, "output_act_obs_or_fq_ctr", "output"),
+            (root, "weight_obs_or_fq_ctr", "weight"),
+        ):
+            observer, dtype = _observed(node, key)
+            if role == "weight" and not self._has_weight(root):
+                continue
+            twin = _fx_twin(dtype)
+            if twin is None or getattr(observer, "is_dynamic", False):
+                continue
+            effect = (
+                "convert_fx fails on it (Unsupported dtype and qscheme)"
+                if role == "weight"
+                else "convert_fx leaves it float"
+            )
+            found.append(
+                f"{role} observed as {dtype_label(dtype)}: FX quantizes with {twin}, so "
+                f"{effect}; write {twin} (pt2e reads it as {dtype_label(dtype)})"
+            )
+        return found
+
+    def _has_weight(self, node: Any) -> bool:
+        """Whether convert quantizes a weight for this node (a module's or an argument)."""
+        from torch.ao.quantization.fx.utils import node_arg_is_weight
+
+        if node.op == "call_module":
+            weight = getattr(self.modules.get(node.target), "weight", None)
+            return isinstance(weight, torch.Tensor)
+        return any(node_arg_is_weight(node, a) for a in _flat_nodes([*node.args]))
 
     def rejections(self, config: Any, pattern: Any, matched: Any, qconfig: Any) -> list[str]:
         """Why each DTypeConfig of the pattern rejects the node's QConfig."""
@@ -343,6 +393,13 @@ def _dtype_config_failures(root: Any, output: Any, qconfig: Any, dtype_config: A
             failures += _input_failures(root, qconfig, dtype_config)
     failures += _output_failures(output, qconfig, dtype_config)
     return list(dict.fromkeys(failures))
+
+
+def _fx_twin(dtype: Any) -> str | None:
+    """The quantized dtype FX needs for an observed plain integer ``dtype`` (else None)."""
+    if not isinstance(dtype, torch.dtype):
+        return None
+    return fx_quantized_twin(str(dtype).removeprefix("torch."))
 
 
 def _flat_nodes(args: list[Any]) -> list[Any]:

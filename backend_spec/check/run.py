@@ -30,7 +30,7 @@ from backend_spec.check.cases import (
 from backend_spec.check.engines import engine_for, using_engine
 from backend_spec.check.results import CheckReport, ModelResult
 from backend_spec.check.signature import converted_signature, prepared_signature
-from backend_spec.names.dtypes import dtype_names, to_dtype
+from backend_spec.names.dtypes import dtype_names, fx_quantized_twin, to_dtype
 
 with quiet():
     from torch.ao.quantization.quantize_fx import convert_fx, convert_to_reference_fx, prepare_fx
@@ -142,6 +142,12 @@ def _quantize_model(
         result.reference_fallback = engine is not None and not result.torch_limit
         result.sqnr_db = sqnr_db(float_out, run.reference_output)
     result.signature.update(converted_signature(reference, lowered))
+    trapped = _unconverted_observers(prepared)
+    if trapped:
+        # observed as a dtype convert_fx does not quantize with: the cases of those ops fail
+        # for the same reason, so the model cannot pass while they do
+        result.status, result.reason = "fail", trapped
+        return
     if not any(kind != "fp32" for kind in quantized.values()) and not result.reason:
         # Not a failure: a backend may simply not cover this model's ops. The golden's
         # node -> kind mapping is what catches a backend that stopped quantizing them.
@@ -209,6 +215,27 @@ class LoweringFailed(Exception):
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(reason)
         self.detail = detail
+
+
+def _unconverted_observers(prepared: torch.nn.Module) -> str:
+    """Why convert_fx leaves ops float that prepare observed ("" when it does not): static
+    observers of a plain integer dtype (``uint8`` where FX quantizes with ``quint8``)."""
+    from torch.ao.quantization.fake_quantize import FakeQuantizeBase
+    from torch.ao.quantization.observer import ObserverBase
+
+    counts: dict[str, int] = {}
+    for module in prepared.modules():
+        if isinstance(module, (ObserverBase, FakeQuantizeBase)) and not getattr(
+            module, "is_dynamic", False
+        ):
+            name = str(getattr(module, "dtype", "")).removeprefix("torch.")
+            if fx_quantized_twin(name):
+                counts[name] = counts.get(name, 0) + 1
+    return "; ".join(
+        f"{n} tensor(s) observed as {name}, which convert_fx leaves float: FX quantizes with "
+        f"{fx_quantized_twin(name)} (pt2e reads it as {name})"
+        for name, n in sorted(counts.items())
+    )
 
 
 def _runs_on_engine(kinds: dict[str, str], engine: str) -> bool:

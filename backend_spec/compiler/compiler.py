@@ -292,11 +292,14 @@ class Compiler:
         module = getattr(getattr(factory, "__func__", factory), "__module__", None) or ""
         return inside(module, TORCH_FACTORY_MODULES) or inside(module, self.resolver.allowed)
 
-    def factory_arg(self, path: KeyPath, value: Any, arity: int) -> Any:
-        """A factory argument: a name -> its object, a list -> a tuple, a form -> a function."""
+    def factory_arg(self, path: KeyPath, value: Any, arity: int, in_list: bool = False) -> Any:
+        """A factory argument: a name -> its object, a list -> a tuple, a form -> a function.
+        A class inside a list is a lookup key (``get_fuser_method``'s ``(nn.Conv2d,
+        nn.ReLU)``), not the fused module: only trusted here, then judged with every other
+        fuser by what the built fuser makes (:meth:`prove_fuser`)."""
         if isinstance(value, str):
             try:
-                obj = self.resolver.factory_argument(value)
+                obj = self.resolver.factory_argument(value, lookup_key=in_list)
             except NameProblem as problem:
                 self._record[path] = problem
                 self.problem(path, problem.code, problem.message, problem.hint)
@@ -306,7 +309,9 @@ class Compiler:
         if isinstance(value, LiteralArg):
             return value.literal
         if isinstance(value, list):
-            items = tuple(self.factory_arg((*path, i), v, arity) for i, v in enumerate(value))
+            items = tuple(
+                self.factory_arg((*path, i), v, arity, in_list=True) for i, v in enumerate(value)
+            )
             return _MISSING if any(i is _MISSING for i in items) else items
         if isinstance(value, FunctionForm) and value.call is not None:
             self.problem(
@@ -334,6 +339,7 @@ class Compiler:
         finally:
             self._record = self.names
         self.prove_fuser(path, values, named=isinstance(model.fuser_method, str))
+        self.aten_chains((*path, "aten"), model.aten or ())
         pattern, complex_format = values.get("pattern"), values.get("pattern_complex_format")
         unresolved = pattern is None and complex_format is None
         key = None if unresolved else key_of(pattern, complex_format)
@@ -358,6 +364,23 @@ class Compiler:
         policy = tuple((k, getattr(model, k)) for k in POLICY_KEYS if getattr(model, k) is not None)
         origin = Origin(self.doc.file, self.doc.where(path)[0])
         return Entry(key, origin, fields, aten, policy)
+
+    def aten_chains(self, path: KeyPath, chains: list[list[Any]]) -> None:
+        """Every op of the entry's ``aten:`` chains names an overload torch registers, as a
+        pattern op must: a misspelt one would silently never match (BS300, with the closest
+        names). Only checked: the chains stay names (pt2e's rule table matches by name)."""
+        for i, chain in enumerate(chains):
+            for j, op in enumerate(chain):
+                alternatives = (
+                    [((*path, i, j), op)]
+                    if isinstance(op, str)
+                    else [((*path, i, j, k), name) for k, name in enumerate(op)]
+                )
+                for where, name in alternatives:
+                    try:
+                        self.resolver.lookup(name)
+                    except NameProblem as problem:
+                        self.problem(where, problem.code, problem.message, problem.hint)
 
     def field_values(self, path: KeyPath, model: PatternModel, arity: int) -> dict[str, Any]:
         """The torch value of each field the entry sets and that resolved."""

@@ -73,3 +73,23 @@ def dtype_config_list(value: Any) -> list[Any]:
     if isinstance(value, DTypeConfig):
         return [value]
     return list(value) if isinstance(value, Iterable) and not isinstance(value, str) else []
+
+
+#: FX's convert quantizes an observed tensor only with torch's quantized dtypes
+#: (``convert_fx``: a static activation observer of ``uint8`` is removed and the op stays
+#: float; a ``int8`` weight raises "Unsupported dtype and qscheme"), while pt2e's
+#: ``quantize_per_tensor`` ops take the plain integer dtypes and bespec's pt2e flow reads each
+#: quantized dtype as its plain twin. So the quantized name is the one that works in both.
+FX_QUANTIZED_TWINS: dict[str, str] = {"uint8": "quint8", "int8": "qint8", "int32": "qint32"}
+
+
+def fx_quantized_twin(name: str) -> str | None:
+    """The quantized dtype FX needs where a spec wrote the plain integer ``name`` (``uint8``
+    -> ``quint8``), or None when FX quantizes with ``name`` as written (or it is no integer
+    dtype FX converts). Aliases count: ``int`` is ``int32``."""
+    if name in FX_QUANTIZED_TWINS:
+        return FX_QUANTIZED_TWINS[name]
+    if name not in dtype_names():
+        return None
+    plain = str(to_dtype(name)).removeprefix("torch.")
+    return FX_QUANTIZED_TWINS.get(plain)

@@ -11,11 +11,13 @@ of object it received, and callable and module fields where it is defined.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import inspect
 import keyword
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from types import ModuleType
@@ -189,16 +191,27 @@ class Resolver:
             f"modules; this one is defined in '{module}'"
         )
 
-    def factory_argument(self, name: str) -> Any:
+    def factory_argument(self, name: str, lookup_key: bool = False) -> Any:
         """The object a name argument of ``{call: f, args: [...]}`` denotes, or NameProblem.
 
         The same predicate as the other callable forms: a function argument is a callable
         field's value (torch's fusers and getters, or allowed), and a class argument ends up
         as the fused module a fuser builds, so it is checked like ``{sequential: X}``'s class
         (a torch fused module class; any nn.Module subclass of an allowed module). Modules
-        are refused: a factory never needs one.
+        are refused: a factory never needs one. A class inside a list (``lookup_key``: the
+        op list ``get_fuser_method`` looks a fuser up by) is only a key: any module class of
+        torch.nn, torch.ao.nn or an allowed module; what the fuser then builds is proved.
         """
         obj = self.lookup(name)
+        if lookup_key and isinstance(obj, type):
+            code, problem = self._key_class_problem(obj)
+            if problem:
+                raise NameProblem(
+                    code,
+                    f"'{name}' is {describe(obj)}; in a lookup key, {problem}",
+                    "name the module classes of the pattern, e.g. [nn.Conv2d, nn.ReLU]",
+                )
+            return obj
         if isinstance(obj, ModuleType):
             raise NameProblem(
                 codes.WRONG_KIND,
@@ -221,6 +234,13 @@ class Resolver:
             if problem:
                 raise NameProblem(codes.UNTRUSTED, f"'{name}': {problem}", _TRUST_HINT)
         return obj
+
+    def _key_class_problem(self, cls: type) -> tuple[str, str]:
+        """``(code, why)`` a class may not be a lookup key of a factory call, or ``("", "")``."""
+        if not is_module_class(cls):
+            return codes.WRONG_KIND, "a class needs to be an nn.Module subclass"
+        trusted = self._trusted_class(cls, MODULE_CLASS_MODULES, "a module class")
+        return (codes.UNTRUSTED, trusted) if trusted else ("", "")
 
     def _class_argument_problem(self, cls: type) -> tuple[str, str]:
         """``(code, why)`` a class may not be a factory argument, or ``("", "")``."""
@@ -264,7 +284,7 @@ class Resolver:
         name = SPECIAL_NAMES.get(name, name)
         parts = name.split(".")
         if len(parts) == 3 and parts[0] == ATEN_PREFIX and all(map(_is_identifier, parts)):
-            return aten_overload(name)
+            return aten_overload(name, self.suggest)
         if not all(_is_identifier(part) for part in parts):
             raise NameProblem(
                 codes.INVALID_NAME,
@@ -525,9 +545,11 @@ def describe(obj: Any) -> str:
 ATEN_PREFIX = "aten"
 
 
-def aten_overload(name: str) -> Any:
+def aten_overload(name: str, suggest: Callable[[str, Any, str], str] = _suggest) -> Any:
     """``aten.<op>.<overload>`` -> ``torch.ops.aten.<op>.<overload>``: torch's own operator
-    registry, so nothing is imported. A pt2e pattern op (the ATen graph's own node target)."""
+    registry, so nothing is imported. A pt2e pattern op (the ATen graph's own node target),
+    or an op of an ``aten:`` chain. An unknown one is BS300 with the closest overloads of the
+    op, or the closest ops, as the hint (``suggest``: the resolver's, under its budget)."""
     import torch
 
     _, op, overload = name.split(".")
@@ -535,10 +557,37 @@ def aten_overload(name: str) -> Any:
         packet = None if op.startswith("__") else getattr(torch.ops.aten, op)
     except (AttributeError, RuntimeError):
         packet = None
-    if not isinstance(packet, torch._ops.OpOverloadPacket) or overload not in packet.overloads():
+    if not isinstance(packet, torch._ops.OpOverloadPacket):
+        hint = suggest(op, _aten_op_names(), "aten.")
         raise NameProblem(
             codes.UNKNOWN_NAME,
-            f"unknown ATen overload '{name}'",
-            "write aten.<op>.<overload> as str(torch.ops.aten.<op>.<overload>) prints it",
+            f"unknown ATen op '{name}': torch has no aten.{op}",
+            hint or "write aten.<op>.<overload> as str(torch.ops.aten.<op>.<overload>) prints it",
+        )
+    if overload not in packet.overloads():
+        hint = suggest(overload, packet.overloads(), f"aten.{op}.")
+        raise NameProblem(
+            codes.UNKNOWN_NAME,
+            f"unknown ATen overload '{name}': aten.{op} has {_few(packet.overloads())}",
+            hint or "write aten.<op>.<overload> as str(torch.ops.aten.<op>.<overload>) prints it",
         )
     return getattr(packet, overload)
+
+
+def _few(names: Any, n: int = 8) -> str:
+    """At most ``n`` names, sorted, and how many more."""
+    shown = sorted(names)
+    more = f" and {len(shown) - n} more" if len(shown) > n else ""
+    return ", ".join(shown[:n]) + more
+
+
+@functools.cache
+def _aten_op_names() -> tuple[str, ...]:
+    """The names of every ATen op torch registers (``linear``, ``conv2d``...), for hints."""
+    import torch
+
+    try:
+        qualified = torch._C._dispatch_get_all_op_names()
+    except AttributeError:  # pragma: no cover - a torch without the private listing
+        return tuple(dir(torch.ops.aten))
+    return tuple(sorted({n[6:].split(".")[0] for n in qualified if n.startswith("aten::")}))

@@ -190,12 +190,9 @@ def format_text(text: str, file: str = "<string>") -> str:
     """The canonical form of YAML spec text (FormatError if it cannot be formatted safely)."""
     from ruamel.yaml.error import YAMLError
 
-    from backend_spec.specfile.source import yaml_12_breaks
-
+    # the loader's reader first: its limits, and the characters it refuses (NEL, U+2028 and
+    # U+2029, which ruamel would take for line ends, among them)
     _within_limits(text, file, "yaml")
-    # ruamel, like the loader's reader, would end lines at NEL, U+2028 and U+2029: formatted
-    # with stand-ins for them, they stay in their comment or string, as YAML 1.2 reads them.
-    text, restore = _as_format_error(lambda: yaml_12_breaks(text, file))
     yaml = _yaml()
     try:
         data = yaml.load(text)
@@ -208,7 +205,7 @@ def format_text(text: str, file: str = "<string>") -> str:
     # lines along; the data check below guards the (rare) block scalar where those are content.
     result = _tidy(out.getvalue())
     _check_same_data(text, result, _plain_yaml)
-    return result if restore is None else result.translate(restore)
+    return result
 
 
 def _plain_yaml(text: str) -> Any:

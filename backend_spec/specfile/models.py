@@ -37,6 +37,7 @@ from backend_spec.names.dtypes import dtype_range
 from backend_spec.specfile.fields import (
     INPUT_SHARING,
     PATTERN_FIELDS,
+    PT2E_PATTERN_FIELDS,
     FieldKind,
     PatternField,
 )
@@ -62,6 +63,19 @@ def _not_one_of(code: str, what: str, value: str, choices: tuple[str, ...]) -> E
     return PydanticCustomError(
         code, f"unknown {what} '{{value}}'", {"value": value, "choices": choices}
     )
+
+
+def refuse_null(value: Any, info: ValidationInfo) -> Any:
+    """A pt2e key set to null: refused where it is written, never read as its default (a
+    ``chain_input:`` whose value was lost to a slip of the indentation must not pass
+    silently). Leaving the key out is how a file asks for the default."""
+    if value is None:
+        raise PydanticCustomError(
+            codes.NULL_VALUE,
+            f"{info.field_name} is null; it takes a value",
+            {"hint": f"write a value for {info.field_name}, or leave the key out for its default"},
+        )
+    return value
 
 
 def check_observation_type(value: str) -> str:
@@ -543,7 +557,7 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
         ]
         return found
 
-    aten: list[Annotated[list[AtenOps], Field(min_length=1, max_length=8)]] | None = Field(
+    aten: list[Annotated[list[AtenOps], Field(min_length=1, max_length=8)]] = Field(  # type: ignore[assignment]
         None,
         description="pt2e (version 2): extra ATen chains for this entry, in forward order; each "
         "op is an ATen overload or a list of alternatives ([aten.conv2d.default, "
@@ -551,51 +565,51 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
         json_schema_extra=_V2,
         max_length=16,
     )
-    quantize: Literal["always", "if_input_quantized", "if_all_inputs_quantized"] | None = Field(
+    quantize: Literal["always", "if_input_quantized", "if_all_inputs_quantized"] = Field(  # type: ignore[assignment]  # None: unset; null is refused
         None,
         description="pt2e (version 2): quantize always (default), only when the first input "
         "is already quantized, or (version 3) only when every input is (pooling, cat, flatten "
         "in X86InductorQuantizer's recipe).",
         json_schema_extra=_V2,
     )
-    output: Literal["always", "never", "if_consumer_quantized"] | None = Field(
+    output: Literal["always", "never", "if_consumer_quantized"] = Field(  # type: ignore[assignment]  # None: unset; null is refused
         None,
         description="pt2e (version 3): observe the pattern's output always (default), never, or "
         "if_consumer_quantized: not here, but it counts as quantized for consumers that "
         "quantize their input (X86's int8 in, fp32 out).",
         json_schema_extra=_V3,
     )
-    extra_inputs: Literal["float", "quantized"] | None = Field(
+    extra_inputs: Literal["float", "quantized"] = Field(  # type: ignore[assignment]  # None: unset; null is refused
         None,
         description="pt2e (version 3): the inputs of the pattern's later ops that are not the "
         "previous op (the other input of conv + add): float (default) or quantized.",
         json_schema_extra=_V3,
     )
-    chain_input: Literal["first", "any"] | None = Field(
+    chain_input: Literal["first", "any"] = Field(  # type: ignore[assignment]  # None: unset; null is refused
         None,
         description="pt2e (version 3): each op reads the previous one as its first argument "
         "(default), or as any argument (x + conv(y)).",
         json_schema_extra=_V3,
     )
-    input_shapes: Literal["any", "equal"] | None = Field(
+    input_shapes: Literal["any", "equal"] = Field(  # type: ignore[assignment]  # None: unset; null is refused
         None,
         description="pt2e (version 3): any (default), or equal: the first op's inputs must be "
         "tensors of one shape (no scalar, no broadcast), else the entry does not match.",
         json_schema_extra=_V3,
     )
-    scalars: Literal["keep", "tensor"] | None = Field(
+    scalars: Literal["keep", "tensor"] = Field(  # type: ignore[assignment]  # None: unset; null is refused
         None,
         description="pt2e (version 3): number arguments of the first op stay numbers (default) "
         "or become constant tensors that are quantized like any input (XNNPACK's x * 2.0).",
         json_schema_extra=_V3,
     )
-    consumers: Literal["any", "quantizing"] | None = Field(
+    consumers: Literal["any", "quantizing"] = Field(  # type: ignore[assignment]  # None: unset; null is refused
         None,
         description="pt2e (version 3): quantize whatever reads the output (default), or only "
         "when a consumer is itself quantized by some entry (X86's flatten before a linear).",
         json_schema_extra=_V3,
     )
-    bias_qspec: Literal["float", "derived", "derived_narrow"] | None = Field(
+    bias_qspec: Literal["float", "derived", "derived_narrow"] = Field(  # type: ignore[assignment]  # None: unset; null is refused
         None,
         description="pt2e (version 4): the first op's bias stays float (default) or is derived: "
         "int32, scale = input scale x weight scale, zero point 0, per channel when the weight "
@@ -603,7 +617,7 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
         "(TOSA's symmetric range).",
         json_schema_extra=_V4,
     )
-    input_observer: Literal["own", "upstream", "upstream_only"] | None = Field(
+    input_observer: Literal["own", "upstream", "upstream_only"] = Field(  # type: ignore[assignment]  # None: unset; null is refused
         None,
         description="pt2e (version 5): the first input's own observer (default), or upstream: "
         "read from an op whose output is not observed, it shares the observer of the nearest "
@@ -614,7 +628,7 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
         "from it, the upstream op's (EnnQuantizer's softmax).",
         json_schema_extra=_V5,
     )
-    producers: Literal["split", "join"] | None = Field(
+    producers: Literal["split", "join"] = Field(  # type: ignore[assignment]  # None: unset; null is refused
         None,
         description="pt2e (version 5), for output_share_observer_with_input entries: split "
         "(default, FX: the producers of the other inputs lose their own observer groups) or "
@@ -622,6 +636,8 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
         "as hand-written quantizers' cat and add).",
         json_schema_extra=_V5,
     )
+
+    _not_null = field_validator(*PT2E_PATTERN_FIELDS, mode="before")(refuse_null)
 
     @model_validator(mode="after")
     def _one_pattern(self) -> PatternModel:
@@ -702,7 +718,7 @@ class SpecModel(_Strict):
     patterns: list[PatternModel] = Field(
         default_factory=list, description="BackendPatternConfigs, in order."
     )
-    graph_inputs: str | None = Field(
+    graph_inputs: str = Field(  # type: ignore[assignment]
         None,
         min_length=1,
         description="pt2e (version 5): the name of a top-level dtype config whose activation "
@@ -711,7 +727,7 @@ class SpecModel(_Strict):
         "observed only where an entry quantizes the op that reads them.",
         json_schema_extra=_V5,
     )
-    input_sharing: Literal[INPUT_SHARING] | None = Field(  # type: ignore[valid-type]
+    input_sharing: Literal[INPUT_SHARING] = Field(  # type: ignore[valid-type, assignment]
         None,
         description="pt2e (version 5): when an input reuses the observer of its producer's "
         "output. 'dtype' (the default, as FX does): whenever their dtypes agree. 'qspec' (as "
@@ -720,6 +736,8 @@ class SpecModel(_Strict):
         "again.",
         json_schema_extra=_V5,
     )
+
+    _not_null = field_validator("graph_inputs", "input_sharing", mode="before")(refuse_null)
 
     # Error recovery (set by spec.validate): the entries that validated keep their index in
     # the file, and what was set aside is remembered so that no follow-up error is reported

@@ -152,8 +152,14 @@ class SourceDoc:
         return (1, 1)
 
     def key_where(self, path: KeyPath) -> Position:
-        """Position of the key that introduces ``path`` (falls back to the value position)."""
-        return self.key_positions.get(self.canonical(path)) or self.where(path)
+        """Position of the key that introduces ``path`` (falls back to the value position).
+
+        A key is written in its own mapping even when its value is an alias: the key of
+        ``input_dtype: *act`` is at that line, not at the anchor."""
+        if not path:
+            return self.where(path)
+        own = self.key_positions.get((*self.canonical(path[:-1]), path[-1]))
+        return own or self.where(path)
 
     def diagnostic(
         self,
@@ -294,6 +300,9 @@ def parse(text: str, file: str, fmt: str, *, recover: bool = False) -> SourceDoc
                 )
             ]
         )
+    hidden = _INVISIBLE.search(text)
+    if hidden is not None:
+        raise SpecError([_invisible(text, hidden.start(), file)])
     doc = _parse_yaml(text, file) if fmt == "yaml" else _parse_toml(text, file)
     doc.text = text
     if doc.diagnostics and not recover:
@@ -309,6 +318,37 @@ def _first_control_char(text: str) -> tuple[int, int, str] | None:
     if match is None:
         return None
     return (*_line_col(text, match.start()), match.group())
+
+
+#: Characters an editor and the parser read differently, refused anywhere in the file (a
+#: comment included): NEL, U+2028 and U+2029 end a line in an editor (and in YAML 1.1) but
+#: are text in YAML 1.2 and TOML, so what looks like a line of its own after one in a comment
+#: is never read; the bidi embeddings, overrides and isolates reorder what an editor shows
+#: (the "Trojan Source" attack). An escape in a quoted string (``"\u2028"``) is fine.
+_INVISIBLE = re.compile("[\x85\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_INVISIBLE_NAMES = {
+    "\x85": "an invisible line break (NEL)",
+    "\u2028": "an invisible line break (LINE SEPARATOR)",
+    "\u2029": "an invisible line break (PARAGRAPH SEPARATOR)",
+}
+
+
+def _invisible(text: str, index: int, file: str) -> Diagnostic:
+    char = text[index]
+    line, col = _line_col(text, index)
+    what = _INVISIBLE_NAMES.get(char, "a bidi control")
+    shows = (
+        "an editor starts a new line here that the parser does not see"
+        if char in _INVISIBLE_NAMES
+        else "an editor shows the text around it in another order than the parser reads it"
+    )
+    return Diagnostic(
+        file,
+        line,
+        col,
+        codes.INVISIBLE_CHARACTER,
+        f"{what}, U+{ord(char):04X}: {shows}",
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -348,14 +388,14 @@ def _parse_yaml(text: str, file: str) -> SourceDoc:
 
 def _line_col(text: str, index: int) -> Position:
     """1-based line and column of ``text[index]``; lines end at ``\n``, ``\r\n`` or ``\r``
-    (as editors count them: U+2028, U+2029 and NEL do not end a line)."""
+    (as editors count them; the line breaks they count and parsers do not are refused)."""
     return _Lines(text).at(index)
 
 
 _BREAK = re.compile(r"\r\n?|\n")
-#: Characters libyaml counts as line breaks that editors do not (or CR alone, which libyaml
-#: counts but our line table must too): when present, positions are remapped by index.
-_ODD_BREAKS = re.compile("[\r\x85\u2028\u2029]")
+#: A lone CR, which libyaml counts as a line end and our line table must too: when present,
+#: positions are remapped by index.
+_ODD_BREAKS = re.compile("\r")
 
 
 class _Lines:
@@ -374,32 +414,6 @@ def _mark_position(text: str, mark: Any) -> Position:
     if isinstance(index, int) and _ODD_BREAKS.search(text):
         return _line_col(text, index)
     return mark.line + 1, mark.column + 1
-
-
-#: Characters libyaml (YAML 1.1) takes as line breaks that YAML 1.2 reads as ordinary text.
-_YAML_11_BREAKS = "\x85\u2028\u2029"
-#: Private-use code points (BMP, then planes 15 and 16) that may stand in for them.
-_STAND_INS = (range(0xE000, 0xF900), range(0xF0000, 0xFFFFE), range(0x100000, 0x10FFFE))
-
-
-def yaml_12_breaks(text: str, file: str) -> tuple[str, dict[int, int] | None]:
-    """``text`` with NEL, U+2028 and U+2029 swapped for private-use characters it does not
-    use, so that libyaml and ruamel read them as YAML 1.2 does (text in a comment or a
-    string, not a line end that puts every later position a line off), and the table that
-    swaps them back. A file already using every stand-in is refused at the first of them."""
-    if not any(c in text for c in _YAML_11_BREAKS):
-        return text, None
-    used = set(text)
-    free = (chr(c) for span in _STAND_INS for c in span if chr(c) not in used)
-    stand_ins = [next(free, "") for _ in _YAML_11_BREAKS]
-    if not all(stand_ins):  # pragma: no cover - needs 137,000 distinct private-use characters
-        index = min(i for c in _YAML_11_BREAKS if (i := text.find(c)) >= 0)
-        line, col = _line_col(text, index)
-        message = "too many private-use characters to read this line separator safely"
-        raise SpecError([Diagnostic(file, line, col, codes.BAD_ENCODING, message)])
-    swap = str.maketrans(dict(zip(_YAML_11_BREAKS, stand_ins, strict=True)))
-    restore = {ord(c): ord(b) for c, b in zip(stand_ins, _YAML_11_BREAKS, strict=True)}
-    return text.translate(swap), restore
 
 
 class _Abort(Exception):
@@ -469,7 +483,6 @@ class _YamlComposer:
     """Builds plain data from ruamel's C event stream, recording positions as it goes."""
 
     def __init__(self, text: str, doc: SourceDoc):
-        text, self.restore = yaml_12_breaks(text, doc.file)
         self.parser = CParser(text)
         self.text = text
         self.doc = doc
@@ -601,8 +614,6 @@ class _YamlComposer:
 
     def _scalar(self, event: Any, pos: Position) -> Any:
         value = event.value
-        if self.restore is not None:
-            value = value.translate(self.restore)
         if len(value) > MAX_SCALAR_CHARS:
             raise self.abort(
                 pos, codes.TOO_LARGE, f"scalar longer than {MAX_SCALAR_CHARS} characters"

@@ -7,7 +7,8 @@ by :mod:`backend_spec.specfile.source`, gives it a stable code, and adds a "did 
 from __future__ import annotations
 
 import re
-from typing import Any
+from dataclasses import replace
+from typing import Any, get_args
 
 from pydantic import BaseModel, ValidationError
 
@@ -83,21 +84,72 @@ def validate(doc: SourceDoc) -> tuple[SpecModel | None, list[Diagnostic]]:
         return None, [*problems, doc.diagnostic((), codes.TOO_DEEP, "nesting too deep")]
     if spec is not None:
         found += _version_problems(doc, spec)
-    found = _dedupe([*problems, *found])
+    found = _dedented(doc, data, spec, _dedupe([*problems, *found]))
     return spec, capped(found, unlisted)
 
 
-#: Keys of an entry whose mapping values have a model of their own (model_at knows which).
-_MODEL_KEYS = frozenset(
-    (
-        *_DTYPE_KEYS,
-        "fuser_method",
-        "root_node_getter",
-        "extra_inputs_getter",
-        "reverse2",
-        "reverse3",
-    )
+def _dedented(
+    doc: SourceDoc, data: dict[str, Any], spec: SpecModel | None, found: list[Diagnostic]
+) -> list[Diagnostic]:
+    """The indentation mistake: a key left empty where a mapping belongs (``act_only:``),
+    followed at its own level by keys of that mapping (``input_dtype: ...``). The empty key
+    is the cause: its hint names the keys to indent, and the errors of those keys say they
+    belong under it; they are set aside, so no later check reports them as entries of their
+    own (an unused dtype config named ``input_dtype``)."""
+    out: list[Diagnostic | None] = list(found)
+    orders: dict[KeyPath, tuple[list[Any], dict[Any, int]]] = {}
+    for i, d in enumerate(found):
+        path = d.key_path
+        if d.code != codes.WRONG_TYPE or not path or _value_at(data, path) is not None:
+            continue
+        model, parent = model_at(path), _value_at(data, path[:-1])
+        if model is model_at(path[:-1]) or not isinstance(parent, dict):
+            continue  # not an empty mapping
+        if path[:-1] not in orders:  # once per mapping: a flood of empty keys stays linear
+            orders[path[:-1]] = (list(parent), {k: n for n, k in enumerate(parent)})
+        keys, index = orders[path[:-1]]
+        own = []
+        for n in range(index[path[-1]] + 1, len(keys)):  # the keys after it, no copy
+            if keys[n] not in model.model_fields:
+                break
+            own.append(keys[n])
+        if not own:
+            continue
+        name, line = path[-1], doc.key_where(path)[0]
+        out[i] = replace(
+            d,
+            hint=f"nothing is written under {name}, and the keys after it ({', '.join(own)}) "
+            f"are its keys: indent them under {name}",
+        )
+        moved = {(*path[:-1], key) for key in own}
+        level = format_key_path(path[:-1]) or "the spec"
+        said: set[KeyPath] = set()
+        for j, other in enumerate(out):
+            key_path = other.key_path[: len(path)]
+            if key_path not in moved:
+                continue
+            if key_path in said:  # one finding per dedented key: its errors are one mistake
+                out[j] = None
+                continue
+            said.add(key_path)
+            out[j] = replace(
+                doc.diagnostic(key_path, other.code, "", at_key=True),
+                message=f"{key_path[-1]} is read as an entry of {level}, not as a key of {name}",
+                hint=f"indent it under {name} (line {line})",
+            )
+        if spec is not None:
+            spec._set_aside = spec._set_aside | moved
+    return [d for d in out if d is not None]
+
+
+#: Keys whose mapping value is a function form (a fuser or getter, or a wrapped one).
+_FORM_KEYS = frozenset(
+    ("fuser_method", "root_node_getter", "extra_inputs_getter", "reverse2", "reverse3")
 )
+
+
+#: Keys of an entry whose mapping values have a model of their own (model_at knows which).
+_MODEL_KEYS = frozenset((*_DTYPE_KEYS, *_FORM_KEYS))
 
 
 def _without_unknown_keys(value: dict[str, Any], path: KeyPath) -> tuple[dict[str, Any], list]:
@@ -136,13 +188,44 @@ def _entries_without_unknown_keys(entries: list | dict, path: KeyPath, dropped: 
     return list(kept.values()) if isinstance(entries, list) else kept
 
 
+def _unknown_key_here(doc: SourceDoc, data: Any, written: KeyPath, path: KeyPath) -> Diagnostic:
+    """An unknown key: at the key, with the closest allowed key as a hint (never the key
+    itself). A key reached through an alias whose mapping is written for another place (no
+    key of it is allowed where the alias puts it: ``input_dtype: *act`` dedented to a dtype
+    config's level) is the alias's mistake, not the anchor's: reported once, where the alias
+    is used."""
+    key = str(path[-1])
+    allowed = [k for k in model_at(written[:-1]).model_fields if k != key]
+    used_at = written[:-1]
+    if path != written and doc.canonical(used_at) != used_at:
+        mapping = _value_at(data, used_at)
+        keys = [str(k) for k in mapping] if isinstance(mapping, dict) else [key]
+        if not set(keys) & set(allowed):
+            anchor_line = doc.where(used_at)[0]
+            return doc.diagnostic(
+                used_at,
+                codes.UNKNOWN_KEY,
+                f"{format_key_path(used_at)} is an alias of the mapping at line {anchor_line}, "
+                f"whose keys ({', '.join(keys)}) do not belong here",
+                "check the indentation of this line: is it meant one level deeper? Allowed "
+                "keys here: " + ", ".join(allowed),
+                at_key=True,
+            )
+    match = close_matches(key, allowed, n=1, cutoff=0.5)
+    hint = f"did you mean '{match[0]}'?" if match else "allowed keys: " + ", ".join(allowed)
+    return doc.diagnostic(path, codes.UNKNOWN_KEY, f"unknown key '{key}'", hint, at_key=True)
+
+
 def _unknown_key(doc: SourceDoc, data: Any, path: KeyPath) -> Diagnostic:
     """The diagnostic pydantic's ``extra_forbidden`` error at ``path`` would give."""
     return _diagnostic(doc, data, {"type": "extra_forbidden", "loc": path, "msg": ""})
 
 
 def _version_problems(doc: SourceDoc, spec: SpecModel) -> list[Diagnostic]:
-    """Keys and values of a newer format version than the file says (or defaults to)."""
+    """Keys and values of a newer format version than the file says (or defaults to); none
+    when the version it says is refused (the default it falls back to is not what it says)."""
+    if spec.set_aside(("spec_version",)):
+        return []
     return [
         doc.diagnostic(
             path,
@@ -355,19 +438,29 @@ def _value_at(data: Any, path: KeyPath) -> Any:
 
 
 def model_at(path: KeyPath) -> type[BaseModel]:
-    """The model that validates the mapping at ``path`` (for listing its allowed keys)."""
-    if not path:
-        return SpecModel
-    last = path[-1]
-    if last in _DTYPE_KEYS:
-        return DTypeWithConstraintsModel
-    if last in ("fuser_method", "root_node_getter", "extra_inputs_getter", "reverse2", "reverse3"):
-        return FunctionForm
-    if len(path) >= 2 and path[-2] == "patterns" and isinstance(last, int):
-        return PatternModel
-    if len(path) >= 2 and path[-2] == "dtype_configs":
-        return DTypeConfigModel
-    return SpecModel
+    """The model that validates the mapping at ``path`` (for listing its allowed keys).
+
+    Walked from the root, so a name is never taken for a key: a dtype config named
+    ``input_dtype`` is a dtype config, not the dtype mapping of one."""
+    model: type[BaseModel] = SpecModel
+    i = 0
+    while i < len(path):
+        part = path[i]
+        if model is SpecModel and part in ("patterns", "dtype_configs") and i + 1 < len(path):
+            model = PatternModel if part == "patterns" else DTypeConfigModel
+            i += 2
+            continue
+        if model is PatternModel and part == "dtype_configs" and i + 1 < len(path):
+            model, i = DTypeConfigModel, i + 2  # an inline dtype config
+            continue
+        if model is DTypeConfigModel and part in _DTYPE_KEYS:
+            model = DTypeWithConstraintsModel
+        elif model in (PatternModel, FunctionForm) and part in _FORM_KEYS:
+            model = FunctionForm
+        else:
+            return model  # inside a value that has no model of its own
+        i += 1
+    return model
 
 
 def _diagnostic(doc: SourceDoc, data: Any, err: Any) -> Diagnostic:
@@ -380,11 +473,7 @@ def _diagnostic(doc: SourceDoc, data: Any, err: Any) -> Diagnostic:
     ctx = err.get("ctx") or {}
     on_key = bool(loc) and loc[-1] == "[key]"
     if kind == "extra_forbidden":
-        key = path[-1]
-        allowed = list(model_at(written[:-1]).model_fields)
-        match = close_matches(str(key), allowed, n=1, cutoff=0.5)
-        hint = f"did you mean '{match[0]}'?" if match else "allowed keys: " + ", ".join(allowed)
-        return doc.diagnostic(path, codes.UNKNOWN_KEY, f"unknown key '{key}'", hint, at_key=True)
+        return _unknown_key_here(doc, data, written, path)
     if kind == "missing":
         return doc.diagnostic(
             path[:-1],
@@ -400,7 +489,7 @@ def _diagnostic(doc: SourceDoc, data: Any, err: Any) -> Diagnostic:
             path,
             codes.SPEC_VERSION,
             f"unsupported spec_version {value!r}",
-            "this bespec reads versions 1, 2, 3, 4 and 5",
+            f"this bespec reads versions {_versions()}",
         )
     if kind in ("too_short", "too_long") and not _is_pattern(path):
         bound = (
@@ -467,6 +556,12 @@ def _diagnostic(doc: SourceDoc, data: Any, err: Any) -> Diagnostic:
     return doc.diagnostic(path, codes.INVALID_VALUE, f"{where}: {err['msg']}")
 
 
+def _versions() -> str:
+    """The format versions this bespec reads, as a phrase ("1, 2, 3, 4 and 5")."""
+    known = [str(v) for v in get_args(SpecModel.model_fields["spec_version"].annotation)]
+    return ", ".join(known[:-1]) + " and " + known[-1]
+
+
 #: Hints for a list or mapping of the wrong length, by key.
 _LENGTH_HINTS = {
     "args": "a factory takes a few arguments: name the fused class or fuser it wraps",
@@ -503,6 +598,8 @@ def _expected(path: KeyPath) -> str:
     if not path:
         return ""
     last = path[-1]
+    if len(path) == 2 and path[0] == "dtype_configs":  # whatever its name
+        return "a mapping (a dtype config such as {input_dtype: quint8})"
     if last == "pattern" or (len(path) == 2 and path[0] == "remove"):
         return _PATTERN
     if last in _DTYPE_KEYS:
@@ -566,6 +663,11 @@ def _type_hint(path: KeyPath, value: Any) -> str:
     if "aten" in path:
         return _ATEN_HINT
     last = path[-1] if path else None
+    if value is None and model_at(path) is not model_at(path[:-1]):  # a mapping left empty
+        return (
+            f"nothing is written under {last}: indent the keys that belong to it one level "
+            "deeper than it"
+        )
     if isinstance(last, int) and ("args" in path or "kwargs" in path[-2:-1]):
         return "e.g. args: [nni.ConvReLU2d, 1, {literal: relu}]"
     return _TYPE_HINTS.get(last, "") if isinstance(last, str) else ""

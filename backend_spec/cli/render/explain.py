@@ -12,6 +12,7 @@ from backend_spec.cli.render.console import plural, print_table, user_text
 _STYLES = {
     "quantized": "green",
     "skipped": "bold red",
+    "not converted": "bold red",
     "no qconfig": "yellow",
     "not quantized": "yellow",
     "no pattern": "dim",
@@ -44,4 +45,8 @@ def print_explanation(report: Explanation, console: Console) -> None:
         console.print(f"({inherited} matched nothing)")
     skipped = sum(1 for n in report.nodes if n.outcome == "skipped")
     quantized = sum(1 for n in report.nodes if n.outcome == "quantized")
-    console.print(f"{plural(quantized, 'node')} quantized, {skipped} matched but skipped.")
+    left = sum(1 for n in report.nodes if n.outcome == "not converted")
+    console.print(
+        f"{plural(quantized, 'node')} quantized, {skipped} matched but skipped"
+        + (f", {left} not converted by convert_fx." if left else ".")
+    )
