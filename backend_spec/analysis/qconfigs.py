@@ -643,8 +643,12 @@ def _weight_only_qconfig(weight: Constraints):
         return None, "nothing to quantize: float input, output and weight"
     if dtype in (torch.quint8, *_SUB_BYTE):
         # Like torch's float_qparams_weight_only_qconfig(_4bit): per-row float scale and offset.
+        # ``scale_min_lower_bound`` is its eps, as for every other observer.
         observer = PerChannelMinMaxObserver.with_args(
-            dtype=dtype, qscheme=torch.per_channel_affine_float_qparams, ch_axis=0
+            dtype=dtype,
+            qscheme=torch.per_channel_affine_float_qparams,
+            ch_axis=0,
+            eps=_eps(weight.scale_min_lower_bound),
         )
     else:
         observer, reason = _weight_observer(weight)

@@ -387,8 +387,13 @@ def _spec_data(observer: Any) -> dict[str, Any] | None:
         data["observer"] = "PlaceholderObserver"
         data["qscheme"] = None
     else:
+        # An observer built without a range (the float-qparams embedding one) keeps none:
+        # torchao's observers compute qparams differently once given one.
+        custom = getattr(observer, "has_customized_qrange", True)
         data.update(
-            quant_min=int(observer.quant_min), quant_max=int(observer.quant_max), qscheme=qscheme
+            quant_min=int(observer.quant_min) if custom else None,
+            quant_max=int(observer.quant_max) if custom else None,
+            qscheme=qscheme,
         )
         eps = getattr(observer, "eps", None)
         if eps is not None:

@@ -14,18 +14,13 @@ SHOWN_PER_OP = 3
 def render_summary(result: Any) -> str:
     """One line: models and probes that quantize identically."""
     probes = sum(r.identical for r in result.probes)
+    flow = " in the QAT flow (prepare_qat_pt2e, training mode)" if result.qat else ""
     text = (
         f"verified: {result.matched}/{len(result.models)} models and {probes}/"
-        f"{len(result.probes)} probes quantize identically (placement, qparams, outputs)\n"
+        f"{len(result.probes)} probes quantize identically{flow} (placement, qparams, "
+        "outputs)\n"
     )
-    text += render_left_out(result)
-    if not result.inferred.entries:
-        text += (
-            "warning: the quantizer annotated nothing on any probe or model, so the spec is "
-            "empty; it may match only graphs made another way (strict export, its own "
-            "transforms): check it with --probe-models\n"
-        )
-    return text
+    return text + render_left_out(result)
 
 
 def render_left_out(result: Any) -> str:
@@ -41,7 +36,7 @@ def render_left_out(result: Any) -> str:
 def render_refusal(result: Any) -> str:
     """Why the spec was not written: the crash, or each differing ATen op with examples, and
     the gaps inference found (what the format could not say)."""
-    lines = []
+    lines = [f"error: not verified: {escape(why)}" for why in result.unverified]
     if result.error:
         lines.append(f"error: the quantizer of the inferred spec fails: {escape(result.error)}")
     differing = result.differing_ops()

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from backend_spec._torch import BackendConfig, torch
+from backend_spec.export.quantizer.probe import FAKE_QUANT_CLASSES
 from backend_spec.ir import Backend, DTypeConfig, DTypeMapping, Entry, Origin
 from backend_spec.ir.lift import key_of
 from backend_spec.ir.lower import lower
@@ -54,6 +55,16 @@ _OBSERVERS = {
     "MovingAveragePerChannelMinMaxObserver": ("moving_average_minmax", True),
     "PlaceholderObserver": ("placeholder", False),
 }
+#: Fake-quantize classes (:data:`.probe.FAKE_QUANT_CLASSES`) -> the ``fake_quant`` kind.
+_FAKE_QUANTS = dict(
+    zip(
+        FAKE_QUANT_CLASSES,
+        ("fake_quantize", "fused_moving_avg", "learnable", "learnable"),
+        strict=True,
+    )
+)
+#: The observer both FakeQuantize and FusedMovingAvgObsFakeQuantize wrap when not told.
+_DEFAULT_FAKE_QUANT_OBSERVER = "MovingAverageMinMaxObserver"
 _FLOAT_EPS = float(torch.finfo(torch.float32).eps)
 _FLOAT = DTypeMapping(torch.float)
 #: Where an inferred entry comes from (no spec line).
@@ -253,8 +264,9 @@ class _Builder:
         label = chain_key
         act_position = next((p for p, kind in first["kinds"].items() if kind == "act"), None)
         act = first["inputs"].get(act_position) if act_position is not None else None
-        weight = _param_qspec(first, "1")
-        bias = _param_qspec(first, "2")
+        weight_position = first.get("weight", "1")
+        weight = _param_qspec(first, weight_position)
+        bias = _param_qspec(first, "2") if weight_position == "1" else None
         output = _fixed_observer(last["output"])
         observation = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
         if act is not None and act.get("kind") == "shared" and self.common is not None:
@@ -291,7 +303,7 @@ class _Builder:
         elif _comparable(output) != _comparable(act):
             self.gap(label, "its output qspec differs from its input's")
         for position, other in first["inputs"].items():
-            if position in (act_position, "1", "2") or other is None:
+            if position in (act_position, weight_position, "1", "2") or other is None:
                 continue
             if other.get("kind") == "observed" and _comparable(other) != _comparable(act):
                 self.gap(label, f"input {position} has another qspec than input {act_position}")
@@ -395,6 +407,16 @@ class _Builder:
             self.gap(label, f"its {role} qspec is {qspec['kind']}")
             return DTypeMapping.of(dtype, options)
         kwargs = dict(qspec.get("kwargs") or {})
+        observer_class = qspec["observer"]
+        fake_quant = _FAKE_QUANTS.get(observer_class)
+        if fake_quant is not None:
+            # A fake-quantize: its kind, and the observer it wraps (with that one's arguments).
+            options["fake_quant"] = fake_quant
+            inner = kwargs.pop("observer", None)
+            observer_class = _DEFAULT_FAKE_QUANT_OBSERVER
+            if isinstance(inner, dict):
+                observer_class = inner.get("class", observer_class)
+                kwargs = {**(inner.get("kwargs") or {}), **kwargs}
         eps = kwargs.pop("eps", None)
         if eps is not None and float(eps) > _FLOAT_EPS:
             options["scale_min_lower_bound"] = float(eps)
@@ -402,9 +424,9 @@ class _Builder:
             kwargs.pop(key, None)
         if kwargs:
             self.gap(label, f"its {role} observer takes {sorted(kwargs)}, which no spec key sets")
-        observer, per_channel = _OBSERVERS.get(qspec["observer"], (None, False))
+        observer, per_channel = _OBSERVERS.get(observer_class, (None, False))
         if observer is None:
-            self.gap(label, f"its {role} observer {qspec['observer']} has no spec value")
+            self.gap(label, f"its {role} observer {observer_class} has no spec value")
         else:
             options["observer"] = observer
         if per_channel or "per_channel" in qscheme:

@@ -47,14 +47,28 @@ class BranchResult:
         return not self.differences and self.outputs_equal
 
 
-def run(exported: Any, quantizer: Any, inputs: tuple, converted: set[int] | None = None) -> Run:
+def run(
+    exported: Any,
+    quantizer: Any,
+    inputs: tuple,
+    converted: set[int] | None = None,
+    qat: bool = False,
+) -> Run:
     """prepare, calibrate and convert a copy of ``exported`` with ``quantizer``.
 
     Only the branches in ``converted`` (all when ``None``) are calibrated and converted; the
     others are compared as prepared (:func:`observers`), which decides their q/dq placement
     and qparams as well: calibrating and converting the hundreds of small probes was most of an
-    export's time (a histogram observer's qparams search costs milliseconds each)."""
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+    export's time (a histogram observer's qparams search costs milliseconds each).
+
+    With ``qat`` (a suite exported in training mode) it is ``prepare_qat_pt2e``, training-mode
+    forward passes, then ``move_exported_model_to_eval`` before ``convert_pt2e``."""
+    from torchao.quantization.pt2e import move_exported_model_to_eval
+    from torchao.quantization.pt2e.quantize_pt2e import (
+        convert_pt2e,
+        prepare_pt2e,
+        prepare_qat_pt2e,
+    )
 
     from backend_spec.pt2e.compare import placement
     from backend_spec.pt2e.flows import calibration
@@ -62,12 +76,15 @@ def run(exported: Any, quantizer: Any, inputs: tuple, converted: set[int] | None
     try:
         with quiet(), torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            prepared = prepare_pt2e(copy.deepcopy(exported), quantizer)
+            prepare = prepare_qat_pt2e if qat else prepare_pt2e
+            prepared = prepare(copy.deepcopy(exported), quantizer)
             observed = observers(prepared, exported)
             if converted is not None:
                 _keep_branches(prepared, converted)
             for batch in calibration(inputs, BATCHES):
                 prepared(*batch)
+            if qat:
+                move_exported_model_to_eval(prepared)
             quantized = convert_pt2e(prepared, fold_quantize=False)
             outputs = quantized(*inputs)
     except Exception as exc:  # noqa: BLE001 - a quantizer that crashes is a finding, not a bug
@@ -181,7 +198,9 @@ def without(exported: Any, dropped: set[int]) -> Any:
     return module
 
 
-def failing_branches(exported: Any, factory: Any, inputs: tuple, count: int) -> set[int] | None:
+def failing_branches(
+    exported: Any, factory: Any, inputs: tuple, count: int, qat: bool = False
+) -> set[int] | None:
     """The branches (of ``count``, which fail together) that ``factory()``'s quantizer fails
     on, found by halving; ``None`` when that takes more than :data:`MAX_ISOLATION_RUNS` runs.
 
@@ -196,7 +215,7 @@ def failing_branches(exported: Any, factory: Any, inputs: tuple, count: int) -> 
         nonlocal runs
         runs += 1
         module = without(exported, set(range(count)) - set(chunk))
-        return bool(run(module, factory(), inputs).error)
+        return bool(run(module, factory(), inputs, qat=qat).error)
 
     while pending:
         chunk, known = pending.pop()

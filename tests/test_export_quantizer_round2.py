@@ -1,0 +1,286 @@
+"""Export of pt2e Quantizers, round 2 (issue 30): a verification that exercised what the
+quantizer quantizes (embeddings probed with integer indices; an empty or unexercised spec is
+not "verified"), fake-quantize configs (``fake_quant`` inferred, QAT configs verified in the
+QAT flow), 16-bit activations.
+
+Fast tests feed inference hand-made probe data; the slow ones export real quantizers of
+torchao and executorch through the CLI, once each.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torchao", reason="the pt2e extra (torchao) is not installed")
+
+import torch  # noqa: E402
+
+from backend_spec.export.quantizer import probe  # noqa: E402
+from backend_spec.export.quantizer.infer import infer  # noqa: E402
+from backend_spec.ir.lower import backend_of  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).parent / "fixtures" / "quantizers"
+needs_executorch = pytest.mark.skipif(
+    importlib.util.find_spec("executorch") is None, reason="executorch cannot be imported"
+)
+
+#: What EmbeddingQuantizer writes on an embedding's weight (its args[0]).
+EMBEDDING_WEIGHT = {
+    "kind": "observed",
+    "dtype": "uint8",
+    "quant_min": None,
+    "quant_max": None,
+    "qscheme": "per_channel_affine_float_qparams",
+    "ch_axis": 0,
+    "is_dynamic": False,
+    "observer": "PerChannelMinMaxObserver",
+    "kwargs": {"eps": 2**-12},
+}
+
+ACT = {
+    "kind": "observed",
+    "dtype": "int8",
+    "quant_min": -128,
+    "quant_max": 127,
+    "qscheme": "per_tensor_affine",
+    "ch_axis": None,
+    "is_dynamic": False,
+    "observer": "HistogramObserver",
+    "kwargs": {"eps": 2**-12},
+}
+
+
+def _unit(ops):
+    return {"ops": ops, "pre": [], "post": []}
+
+
+def _embedding_graph():
+    """An exported embedding (weight, integer indices) and its node."""
+    model = torch.nn.Embedding(10, 4)
+    exported = torch.export.export(model, (torch.randint(0, 10, (2, 3)),)).module()
+    (node,) = [n for n in exported.graph.nodes if n.op == "call_function"]
+    return exported, node
+
+
+def test_an_embedding_is_probed_with_integer_indices_and_its_weight_found_by_name():
+    """The probe suite has embedding branches (alone, and feeding a Linear); its node reads
+    the weight at position 0 and integer indices, which are no activation."""
+    from torchao.quantization.pt2e.quantizer import QuantizationAnnotation
+
+    keys = {unit.key for unit in probe.units()}
+    assert "aten.embedding.default" in keys
+    exported, node = _embedding_graph()
+    described = probe.describe_node(node)
+    assert described["weight"] == "0"
+    assert described["kinds"]["1"] == "index"
+    node.meta["quantization_annotation"] = QuantizationAnnotation(input_qspec_map={})
+    assert probe.describe_node(node)["weight"] == "0"
+
+
+def test_an_embedding_weight_annotation_becomes_a_weight_only_embedding_entry():
+    op = {
+        "target": "aten.embedding.default",
+        "annotated": True,
+        "inputs": {"0": EMBEDDING_WEIGHT},
+        "kinds": {"0": "param", "1": "index"},
+        "output": None,
+        "weight": "0",
+    }
+    probed = {"alone": {"aten.embedding.default": _unit([op])}}
+    inferred = infer(probed, {"aten.embedding.default": ("nn.Embedding",)}, "t")
+    (entry,) = backend_of(inferred.backend_config)
+    (dtype_config,) = entry.dtype_configs
+    assert dtype_config.mapping("input_dtype").dtype == torch.float
+    weight = dtype_config.mapping("weight_dtype")
+    assert (weight.dtype, weight.get("scale_min_lower_bound")) == (torch.quint8, 2**-12)
+    assert inferred.gaps == []
+
+
+def test_the_spec_of_a_weight_only_embedding_builds_the_embedding_quantizers_observer():
+    """Float qparams, axis 0, the eps of ``scale_min_lower_bound`` and no custom range (an
+    observer given one computes its qparams otherwise)."""
+    import backend_spec
+
+    text = """\
+spec_version: 2
+name: t
+dtype_configs:
+  table:
+    input_dtype: float
+    output_dtype: float
+    weight_dtype: {dtype: quint8, scale_min_lower_bound: 0.000244140625}
+patterns:
+  - pattern: nn.Embedding
+    dtype_configs: [table]
+    root_module: nn.Embedding
+    reference_quantized_module: nnqr.Embedding
+"""
+    quantizer = backend_spec.quantizer(backend_spec.loads(text, format="yaml"))
+    (spec,) = quantizer.table["specs"].values()
+    assert spec["qscheme"] == "per_channel_affine_float_qparams" and spec["ch_axis"] == 0
+    assert (spec["quant_min"], spec["quant_max"]) == (None, None)
+    assert spec["observer_kwargs"] == {"eps": 2**-12}
+
+
+FUSED = {
+    **ACT,
+    "observer": "FusedMovingAvgObsFakeQuantize",
+    "kwargs": {"eps": 2**-12},
+}
+FUSED_PER_CHANNEL = {
+    **ACT,
+    "qscheme": "per_channel_symmetric",
+    "quant_min": -127,
+    "ch_axis": 0,
+    "observer": "FusedMovingAvgObsFakeQuantize",
+    "kwargs": {
+        "eps": 2**-12,
+        "observer": {"class": "MovingAveragePerChannelMinMaxObserver", "kwargs": {}},
+    },
+}
+
+
+def test_a_fake_quantize_qspec_becomes_fake_quant_and_the_observer_it_wraps():
+    kinds = {"0": "act", "1": "param"}
+    op = {
+        "target": "aten.linear.default",
+        "annotated": True,
+        "inputs": {"0": FUSED, "1": FUSED_PER_CHANNEL},
+        "kinds": kinds,
+        "output": FUSED,
+    }
+    probed = {"alone": {"aten.linear.default": _unit([op])}}
+    inferred = infer(probed, {"aten.linear.default": ("F.linear",)}, "t")
+    assert inferred.gaps == []
+    (entry,) = backend_of(inferred.backend_config)
+    (dtype_config,) = entry.dtype_configs
+    act, weight = dtype_config.mapping("input_dtype"), dtype_config.mapping("weight_dtype")
+    assert (act.get("fake_quant"), act.get("observer")) == (
+        "fused_moving_avg",
+        "moving_average_minmax",
+    )
+    assert (weight.get("fake_quant"), weight.get("granularity")) == (
+        "fused_moving_avg",
+        "per_channel",
+    )
+
+
+@pytest.mark.parametrize(
+    ("observers", "qat"),
+    [
+        (["FusedMovingAvgObsFakeQuantize", "FakeQuantize"], True),
+        (["FusedMovingAvgObsFakeQuantize", "HistogramObserver"], False),
+        ([], False),
+    ],
+    ids=["all_fake_quantize", "mixed", "nothing"],
+)
+def test_a_quantizer_of_fake_quantizes_only_is_a_qat_config(observers, qat):
+    ops = [
+        {"inputs": {"0": {**ACT, "observer": name}}, "output": None, "kinds": {}}
+        for name in observers
+    ]
+    assert probe.only_fake_quants({0: {"ops": ops, "pre": [], "post": []}}) is qat
+
+
+def test_an_empty_spec_or_an_op_the_probes_never_ran_is_not_verified():
+    """An empty spec matches a quantizer that quantized nothing on the suite; an op the
+    quantizer declares (get_supported_operators) that no probe ran is left out unseen."""
+    from torchao.quantization.pt2e.quantizer.embedding_quantizer import EmbeddingQuantizer
+
+    from backend_spec._torch import BackendConfig
+    from backend_spec.export.quantizer import _unexercised
+    from backend_spec.export.quantizer.infer import Inferred
+
+    exported, _node = _embedding_graph()
+    empty = Inferred(BackendConfig("t"))
+    assert _unexercised(EmbeddingQuantizer(), exported, empty)[0].startswith(
+        "the quantizer quantized nothing"
+    )
+    linear = torch.export.export(torch.nn.Linear(4, 4), (torch.randn(2, 4),)).module()
+    (why,) = _unexercised(EmbeddingQuantizer(), linear, _embedding_inferred())
+    assert "declares ops no probe or model exercised" in why and "nn.Embedding" in why
+    assert _unexercised(EmbeddingQuantizer(), exported, _embedding_inferred()) == []
+
+
+def _embedding_inferred():
+    op = {
+        "target": "aten.embedding.default",
+        "inputs": {"0": EMBEDDING_WEIGHT},
+        "kinds": {"0": "param", "1": "index"},
+        "output": None,
+        "weight": "0",
+    }
+    probed = {"alone": {"aten.embedding.default": _unit([op])}}
+    return infer(probed, {"aten.embedding.default": ("nn.Embedding",)}, "t")
+
+
+# --- slow: one CLI export per quantizer ----------------------------------------------------
+
+
+def _bespec(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "backend_spec", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=900,
+    )
+
+
+def _export(tmp_path: Path, ref: str, *extra: str) -> tuple[subprocess.CompletedProcess, Path]:
+    out = tmp_path / "spec.yaml"
+    return _bespec("export", ref, "-o", str(out), *extra), out
+
+
+def _original(name: str):
+    sys.path.insert(0, str(FIXTURES))
+    try:
+        import round2
+    finally:
+        sys.path.remove(str(FIXTURES))
+    return getattr(round2, name)
+
+
+def _matches(spec: Path, original, models) -> list[str]:
+    import backend_spec
+    from backend_spec.pt2e.compare import compare_quantizers
+
+    results = compare_quantizers(original, lambda: backend_spec.quantizer(spec), models)
+    return [f"{r.name}: {d}" for r in results for d in r.differences]
+
+
+def _qat_matches(spec: Path, original, models) -> list[str]:
+    """The models on which the spec's QAT quantizer and the original differ after the same
+    training-mode passes (outputs, activation qparams)."""
+    import backend_spec
+    from backend_spec.pt2e.flows import calibration
+    from backend_spec.pt2e.qat import run_pt2e_qat
+
+    differing = []
+    for name, factory in models:
+        model, example_inputs = factory()
+        batches = calibration(example_inputs)
+        first = run_pt2e_qat(original(), model, example_inputs, batches)
+        second = run_pt2e_qat(
+            backend_spec.quantizer(spec, qat=True), model, example_inputs, batches
+        )
+        if not torch.equal(first.output, second.output) or first.qparams != second.qparams:
+            differing.append(name)
+    return differing
+
+
+def _hidden_models(*names: str):
+    from backend_spec.pt2e import parity_nets
+    from backend_spec.pt2e.nets import NETS
+
+    models = {**NETS, **parity_nets.PARITY_NETS}
+    return [(name, models[name]) for name in names]
