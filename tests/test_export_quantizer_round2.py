@@ -170,6 +170,36 @@ def test_a_fake_quantize_qspec_becomes_fake_quant_and_the_observer_it_wraps():
         "fused_moving_avg",
         "per_channel",
     )
+    assert act.get("ptq_fake_quant") is weight.get("ptq_fake_quant") is True
+
+
+@pytest.mark.parametrize("qat", [False, True], ids=["ptq", "qat"])
+def test_ptq_fake_quant_makes_the_ptq_quantizer_fake_quantize_as_the_qat_one_does(qat):
+    """Version 6: a mapping with ``ptq_fake_quant`` observes with its fake-quantize in PTQ as
+    well (Core ML's PTQ config of fake-quantizes); one without keeps its observer in PTQ."""
+    import backend_spec
+
+    def spec(ptq: str) -> str:
+        fake = f"observer: moving_average_minmax, fake_quant: fused_moving_avg{ptq}"
+        return f"""\
+spec_version: 6
+name: t
+dtype_configs:
+  w8a8:
+    input_dtype: {{dtype: qint8, {fake}}}
+    output_dtype: {{dtype: qint8, {fake}}}
+    weight_dtype: {{dtype: qint8, qscheme: symmetric, {fake}}}
+patterns:
+  - pattern: F.linear
+    dtype_configs: [w8a8]
+"""
+
+    with_key = backend_spec.quantizer(backend_spec.loads(spec(", ptq_fake_quant: true")), qat=qat)
+    without = backend_spec.quantizer(backend_spec.loads(spec("")), qat=qat)
+    kinds = {data.get("fake_quant") for data in with_key.table["specs"].values()}
+    assert kinds == {"fused_moving_avg"}
+    plain = {data.get("fake_quant") for data in without.table["specs"].values()}
+    assert plain == ({"fused_moving_avg"} if qat else {None})
 
 
 @pytest.mark.parametrize(

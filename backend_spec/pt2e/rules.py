@@ -41,6 +41,7 @@ _DTYPES = {
     torch.uint8: "uint8",
     torch.int8: "int8",
     torch.int16: "int16",
+    torch.uint16: "uint16",
     torch.int32: "int32",
     torch.float16: "float16",
     torch.bfloat16: "bfloat16",

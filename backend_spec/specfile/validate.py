@@ -400,7 +400,7 @@ def _diagnostic(doc: SourceDoc, data: Any, err: Any) -> Diagnostic:
             path,
             codes.SPEC_VERSION,
             f"unsupported spec_version {value!r}",
-            "this bespec reads versions 1, 2, 3, 4 and 5",
+            "this bespec reads versions 1, 2, 3, 4, 5 and 6",
         )
     if kind in ("too_short", "too_long") and not _is_pattern(path):
         bound = (

@@ -131,7 +131,11 @@ def _export_quantizer(
     """Probe, infer and verify; write the spec only when every model and probe matched. What
     the quantizer itself prints meanwhile is held back (``render.foreign``). ``qat`` forces
     the QAT flow; otherwise export chooses it for a quantizer of fake-quantizes only."""
-    from backend_spec.cli.render.quantizer_export import render_refusal, render_summary
+    from backend_spec.cli.render.quantizer_export import (
+        render_crash,
+        render_refusal,
+        render_summary,
+    )
     from backend_spec.export.quantizer import export_quantizer
 
     try:
@@ -141,6 +145,9 @@ def _export_quantizer(
             )
     except ValueError as exc:
         raise fail_usage(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - export's own bug: a report, never a traceback
+        err(render_crash(exc))
+        raise typer.Exit(1) from None
     finally:
         _note_held(held, name)
     if not result.ok:

@@ -33,12 +33,24 @@ def render_left_out(result: Any) -> str:
     )
 
 
+def render_crash(exc: BaseException) -> str:
+    """An exception inside export itself: bespec's bug, reported (nothing was written)."""
+    what = escape(f"{type(exc).__name__}: {str(exc)[:300]}")
+    return f"error: bespec bug: export failed: {what} (please report it)\nnothing was written\n"
+
+
 def render_refusal(result: Any) -> str:
     """Why the spec was not written: the crash, or each differing ATen op with examples, and
     the gaps inference found (what the format could not say)."""
     lines = [f"error: not verified: {escape(why)}" for why in result.unverified]
-    if result.error:
-        lines.append(f"error: the quantizer of the inferred spec fails: {escape(result.error)}")
+    if result.error.startswith("spec: "):
+        where = f" on {', '.join(result.bug)}" if result.bug else ""
+        lines.append(
+            f"error: bespec bug: the quantizer of the inferred spec fails{escape(where)}: "
+            f"{escape(result.error.removeprefix('spec: '))} (please report it)"
+        )
+    elif result.error:
+        lines.append(f"error: the original quantizer fails: {escape(result.error)}")
     differing = result.differing_ops()
     if differing:
         names = ", ".join(escape(op) for op in differing)

@@ -53,6 +53,8 @@ class QuantizerExport:
     error: str = ""
     #: Branches the original quantizer itself fails on (left out of probing and verification).
     left_out: list[str] = field(default_factory=list)
+    #: The ops the inferred spec's quantizer crashed on (a bug of bespec), when it crashed.
+    bug: list[str] = field(default_factory=list)
     #: Whether it was verified in the QAT flow (``prepare_qat_pt2e``, models in training mode).
     qat: bool = False
     #: Why a spec that matched everywhere is still not verified (the probes did not exercise
@@ -172,6 +174,7 @@ class _Flow:
         candidate, spec_run, compared = self.check(text)
         if spec_run.error:
             result.error = f"spec: {spec_run.error}"
+            result.bug = _failing_ops(self.suite, spec_run.error)
             return result
         if not all(r.identical for r in compared):
             # The one choice the probes do not show: whether an input reuses its producer's
@@ -203,6 +206,16 @@ class _Flow:
             [] if spec_run.error else compare_runs(self.suite, labels, self.original, spec_run)
         )
         return candidate, spec_run, compared
+
+
+def _failing_ops(suite: Any, error: str) -> list[str]:
+    """``ATen op (node NAME)`` for each node of the suite the error message names (a crash of
+    the inferred spec's quantizer is bespec's bug: the report says where it happened)."""
+    import re
+
+    nodes = {node.name: node for node in suite.graph.nodes if node.op == "call_function"}
+    named = dict.fromkeys(word for word in re.findall(r"\w+", error) if word in nodes)
+    return [f"{nodes[name].target} (node {name})" for name in named]
 
 
 def _unexercised(quantizer: Any, suite: Any, inferred: Inferred) -> list[str]:

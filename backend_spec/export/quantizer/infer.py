@@ -36,6 +36,8 @@ with __import__("backend_spec.quiet", fromlist=["quiet"]).quiet():
 _SPEC_DTYPES = {
     "int8": torch.qint8,
     "uint8": torch.quint8,
+    "int16": torch.int16,
+    "uint16": torch.uint16,
     "int32": torch.qint32,
     "float16": torch.float16,
     "bfloat16": torch.bfloat16,
@@ -44,6 +46,8 @@ _FULL_RANGE = {
     torch.qint8: (-128, 127),
     torch.quint8: (0, 255),
     torch.qint32: (-(2**31), 2**31 - 1),
+    torch.int16: (-(2**15), 2**15 - 1),
+    torch.uint16: (0, 2**16 - 1),
 }
 
 #: Observer classes -> (version 2 ``observer`` value, per-channel).
@@ -410,8 +414,10 @@ class _Builder:
         observer_class = qspec["observer"]
         fake_quant = _FAKE_QUANTS.get(observer_class)
         if fake_quant is not None:
-            # A fake-quantize: its kind, and the observer it wraps (with that one's arguments).
+            # A fake-quantize: its kind, and the observer it wraps (with that one's arguments);
+            # given to prepare_pt2e it fake-quantizes in PTQ too (version 6).
             options["fake_quant"] = fake_quant
+            options["ptq_fake_quant"] = True
             inner = kwargs.pop("observer", None)
             observer_class = _DEFAULT_FAKE_QUANT_OBSERVER
             if isinstance(inner, dict):
