@@ -251,6 +251,63 @@ def _embedding_inferred():
     return infer(probed, {"aten.embedding.default": ("nn.Embedding",)}, "t")
 
 
+def _fails_on_sigmoid():
+    """A quantizer with a bug on one op (OpenVINO's on a LayerNorm bias): it raises when the
+    graph has a sigmoid."""
+    from torchao.quantization.pt2e.quantizer import Quantizer
+
+    class FailsOn(Quantizer):
+        def annotate(self, model):
+            if any(node.target == torch.ops.aten.sigmoid.default for node in model.graph.nodes):
+                raise RuntimeError("cannot annotate sigmoid")
+            return model
+
+        def validate(self, model):
+            """Nothing to check."""
+
+    return FailsOn()
+
+
+def test_a_failing_op_is_isolated_with_all_its_probes_and_the_models_named():
+    """The probes of one unit (every context) are one group, each model its own: the search
+    leaves out every sigmoid probe and the model with a sigmoid, and keeps the rest; the
+    report names the model and the op."""
+    from backend_spec.cli.render.quantizer_export import render_left_out
+    from backend_spec.export.quantizer import QuantizerExport, _without_failing
+    from backend_spec.export.quantizer.infer import Inferred
+
+    parts = probe.SuiteParts()
+    made = [
+        (probe.Branch("alone:aten.relu.default", "aten.relu.default", "alone"), torch.nn.ReLU()),
+        (
+            probe.Branch("alone:aten.sigmoid.default", "aten.sigmoid.default", "alone"),
+            torch.nn.Sigmoid(),
+        ),
+        (
+            probe.Branch("pre:aten.sigmoid.default", "aten.sigmoid.default", "pre"),
+            torch.nn.Sigmoid(),
+        ),
+        (probe.Branch("mlp"), torch.nn.Tanh()),
+        (probe.Branch("gated"), torch.nn.Sequential(torch.nn.Tanh(), torch.nn.Sigmoid())),
+    ]
+    for branch, module in made:
+        parts.add(branch, module, (torch.randn(2, 4),))
+    suite = probe.export_suite(parts).module(check_guards=False)
+    branches = [branch for branch, _ in made]
+    _rest, dropped = _without_failing(
+        suite, _fails_on_sigmoid, tuple(parts.inputs), branches, "error", False
+    )
+    assert dropped == {1, 2, 4}
+    from backend_spec._torch import BackendConfig
+
+    result = QuantizerExport("", Inferred(BackendConfig("t")))
+    result.left_out = [branches[i].label for i in sorted(dropped)]
+    assert render_left_out(result) == (
+        "note: the quantizer itself fails on models gated; 2 probes of aten.sigmoid.default "
+        "(left out)\n"
+    )
+
+
 # --- slow: one CLI export per quantizer ----------------------------------------------------
 
 
@@ -314,3 +371,33 @@ def _hidden_models(*names: str):
 
     models = {**NETS, **parity_nets.PARITY_NETS}
     return [(name, models[name]) for name in names]
+
+
+@pytest.mark.slow
+@needs_executorch
+def test_an_embedding_and_xnnpack_composition_exports_both_parts(tmp_path):
+    """ComposableQuantizer([EmbeddingQuantizer(), XNNPACK]): the embedding's weight-only entry
+    is written beside XNNPACK's entries, and the spec matches on models with an embedding
+    that the export never saw."""
+    from backend_spec.export.quantizer.models import MODELS
+
+    done, out = _export(tmp_path, f"{FIXTURES / 'round2.py'}:embedding_and_xnnpack")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "verified:" in done.stderr
+    text = out.read_text()
+    assert "aten: [[aten.embedding.default]]" in text and "dtype: quint8" in text
+    unseen = [("embedding", MODELS["embedding"]), *_hidden_models("x86_net", "transformer")]
+    assert _matches(out, _original("embedding_and_xnnpack"), unseen) == []
+    alone = _matches(out, _original("embedding_only"), [("embedding", MODELS["embedding"])])
+    assert alone  # the composition quantizes more than the embedding alone: not vacuous
+
+
+@pytest.mark.slow
+@needs_executorch
+def test_a_16_bit_activation_config_exports_and_matches(tmp_path):
+    """Arm-style a16w8 (int16 symmetric activations, int8 per-channel weights) exports with
+    int16 dtype mappings and matches on unseen models."""
+    done, out = _export(tmp_path, f"{FIXTURES / 'round2.py'}:a16w8")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "{dtype: int16, quant_min_lower_bound: -32767" in out.read_text()
+    assert _matches(out, _original("a16w8"), _hidden_models("resnet18_net", "functional")) == []

@@ -24,13 +24,19 @@ def render_summary(result: Any) -> str:
 
 
 def render_left_out(result: Any) -> str:
-    """The probes and models the original quantizer itself fails on (left out), if any."""
+    """The models and probes the original quantizer itself fails on (left out), if any: the
+    models by name, the probes by the ops they probe."""
     if not result.left_out:
         return ""
-    return (
-        f"note: the quantizer itself fails on {len(result.left_out)} probes or models, "
-        f"left out: {escape(', '.join(result.left_out))}\n"
-    )
+    models = [label for label in result.left_out if ":" not in label]
+    probes = [label for label in result.left_out if ":" in label]
+    ops = dict.fromkeys(label.split(":", 1)[1].split("#")[0] for label in probes)
+    parts = []
+    if models:
+        parts.append(f"models {', '.join(models)}")
+    if probes:
+        parts.append(f"{len(probes)} probes of {', '.join(ops)}")
+    return f"note: the quantizer itself fails on {escape('; '.join(parts))} (left out)\n"
 
 
 def render_crash(exc: BaseException) -> str:

@@ -36,7 +36,7 @@ from backend_spec.files import cache_folder, write_atomic
 __all__ = ["QuantizerExport", "export_quantizer", "is_quantizer", "quantizer_factory"]
 
 #: Bumped whenever the probe suite changes (old cache entries are then never read).
-PROBE_FORMAT = 5
+PROBE_FORMAT = 6
 
 
 @dataclass
@@ -147,12 +147,7 @@ class _Flow:
         self.original = run(self.suite, self.recorder, self.inputs, self.models, self.qat)
         if self.original.error:
             self.suite, self.dropped = _without_failing(
-                self.suite,
-                self.factory,
-                self.inputs,
-                len(self.branches),
-                self.original.error,
-                self.qat,
+                self.suite, self.factory, self.inputs, self.branches, self.original.error, self.qat
             )
             self.recorder = probe.recording(self.factory())
             self.original = run(self.suite, self.recorder, self.inputs, self.models, self.qat)
@@ -274,15 +269,22 @@ def _exercised(op: Any, present: set[str]) -> bool:
 
 
 def _without_failing(
-    suite: Any, factory: Callable[[], Any], inputs: tuple, count: int, error: str, qat: bool
+    suite: Any, factory: Callable[[], Any], inputs: tuple, branches: list, error: str, qat: bool
 ) -> tuple[Any, set[int]]:
     """The suite without the branches the quantizer fails on by itself (a quantizer's own bug
-    on one op or model must not stop the export of the rest), and their indices."""
+    on one op or model must not stop the export of the rest), and their indices. The probes
+    of one unit (every context) are searched as one group, each model as its own."""
     from backend_spec.export.quantizer.verify import failing_branches, without
 
-    dropped = failing_branches(suite, factory, inputs, count, qat)
+    grouped: dict[str, list[int]] = {}
+    for index, branch in enumerate(branches):
+        unit = branch.unit.split("#")[0].split("@")[0] if branch.unit else None
+        grouped.setdefault(unit or f"model:{branch.label}", []).append(index)
+    groups = list(grouped.values())
+    dropped = failing_branches(suite, factory, inputs, len(branches), qat, groups)
     if not dropped:
-        raise ValueError(f"the quantizer fails on the probe suite: {error}")
+        what = "" if dropped is None else " (no branch fails alone)"
+        raise ValueError(f"the quantizer fails on the probe suite{what}: {error}")
     return without(suite, dropped), dropped
 
 

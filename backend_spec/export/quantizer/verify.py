@@ -176,7 +176,7 @@ def _settings(module: Any) -> str:
 
 #: Quantizer runs spent finding the branches a quantizer fails on, at most (then the export
 #: gives up with the quantizer's error): a quantizer that fails everywhere is not bisected.
-MAX_ISOLATION_RUNS = 24
+MAX_ISOLATION_RUNS = 40
 
 
 def without(exported: Any, dropped: set[int]) -> Any:
@@ -199,22 +199,32 @@ def without(exported: Any, dropped: set[int]) -> Any:
 
 
 def failing_branches(
-    exported: Any, factory: Any, inputs: tuple, count: int, qat: bool = False
+    exported: Any,
+    factory: Any,
+    inputs: tuple,
+    count: int,
+    qat: bool = False,
+    groups: list[list[int]] | None = None,
 ) -> set[int] | None:
     """The branches (of ``count``, which fail together) that ``factory()``'s quantizer fails
     on, found by halving; ``None`` when that takes more than :data:`MAX_ISOLATION_RUNS` runs.
 
-    A failing chunk is split in two and its first half run; when that half runs clean, the
-    failure is in the second half, which is split without a run of its own. (Two branches
-    that fail only together then leave out the later one: what remains runs.)"""
+    ``groups`` (default: each branch alone) are halved as units: the probes of one op in
+    every context are one group, so a quantizer that fails on an op (OpenVINO's per-channel
+    observer on a LayerNorm bias) costs one descent, not one per context. A failing chunk is
+    split in two and its first half run; when that half runs clean, the failure is in the
+    second half, which is split without a run of its own. (Two groups that fail only
+    together then leave out the later one: what remains runs.)"""
+    groups = groups if groups is not None else [[index] for index in range(count)]
     failing: set[int] = set()
-    pending = [(list(range(count)), True)]  # (chunk, known to fail)
+    pending = [(list(range(len(groups))), True)]  # (chunk of group indices, known to fail)
     runs = 0
 
     def fails(chunk: list[int]) -> bool:
         nonlocal runs
         runs += 1
-        module = without(exported, set(range(count)) - set(chunk))
+        kept = {branch for group in chunk for branch in groups[group]}
+        module = without(exported, set(range(count)) - kept)
         return bool(run(module, factory(), inputs, qat=qat).error)
 
     while pending:
@@ -225,7 +235,7 @@ def failing_branches(
             if not fails(chunk):
                 continue
         if len(chunk) == 1:
-            failing.update(chunk)
+            failing.update(groups[chunk[0]])
             continue
         first, second = chunk[: len(chunk) // 2], chunk[len(chunk) // 2 :]
         if runs >= MAX_ISOLATION_RUNS:
