@@ -251,6 +251,35 @@ def _embedding_inferred():
     return infer(probed, {"aten.embedding.default": ("nn.Embedding",)}, "t")
 
 
+def test_spellings_annotated_with_different_qspecs_get_an_entry_each():
+    """XNNPACK's set_module_type(nn.Linear, per-tensor config) matches nn.Linear only, so
+    F.linear keeps the global per-channel config: one entry per spelling, each matched by how
+    the model wrote the op."""
+
+    def linear(weight_qscheme):
+        weight = {**ACT, "qscheme": weight_qscheme, "ch_axis": 0, "observer": "MinMaxObserver"}
+        return {
+            "target": "aten.linear.default",
+            "inputs": {"0": ACT, "1": weight},
+            "kinds": {"0": "act", "1": "param"},
+            "output": ACT,
+        }
+
+    def probed(module_qscheme):
+        return {
+            "alone": {
+                "aten.linear.default": _unit([linear(module_qscheme)]),
+                "aten.linear.default@F.linear": _unit([linear("per_tensor_symmetric")]),
+            }
+        }
+
+    names = {"aten.linear.default": ("nn.Linear",), "aten.linear.default@F.linear": ("F.linear",)}
+    apart = backend_of(infer(probed("per_channel_symmetric"), names, "t").backend_config)
+    assert len(apart.entries) == 2 and all(not entry.aten for entry in apart.entries)
+    alike = backend_of(infer(probed("per_tensor_symmetric"), names, "t").backend_config)
+    assert len(alike.entries) == 1 and alike.entries[0].aten
+
+
 def _fails_on_sigmoid():
     """A quantizer with a bug on one op (OpenVINO's on a LayerNorm bias): it raises when the
     graph has a sigmoid."""

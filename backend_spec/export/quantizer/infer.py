@@ -210,7 +210,10 @@ class _Builder:
         if not annotated:
             return
         contexts = {found[n][0] for n in annotated}
-        any_spelling = len(annotated) == len(spelled) and len(contexts) == 1
+        # Spellings annotated alike share one entry; a per-spelling override (XNNPACK's
+        # set_module_type(nn.Linear, ...) leaves F.linear with the global config) does not.
+        qspecs = {_qspecs_of(found[n][1]) for n in annotated}
+        any_spelling = len(annotated) == len(spelled) and len(contexts) == 1 and len(qspecs) == 1
         for chosen in annotated if not any_spelling else [name]:
             context, ops = found[chosen]
             op = ops[0]
@@ -457,6 +460,11 @@ def rewrite_gaps(rewritten: dict[str, tuple[int, int]]) -> list[Gap]:
         )
         gaps.append(Gap(op, what))
     return gaps
+
+
+def _qspecs_of(ops: list[dict[str, Any]]) -> str:
+    """The qspecs a unit's ops carry, as comparable text."""
+    return json.dumps([(o["inputs"], o["output"]) for o in ops], sort_keys=True)
 
 
 def _first_annotated(probed: dict[str, Any], key: str) -> tuple[str | None, list[dict[str, Any]]]:
