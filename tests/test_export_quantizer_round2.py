@@ -280,6 +280,38 @@ def test_spellings_annotated_with_different_qspecs_get_an_entry_each():
     assert len(alike.entries) == 1 and alike.entries[0].aten
 
 
+def test_a_chain_left_float_after_a_quantized_first_op_gets_a_float_entry():
+    """Dynamic XNNPACK quantizes a lone conv but skips a conv whose only user is relu: the
+    chain gets a float entry (longest first, it claims the conv)."""
+    dynamic = {**ACT, "observer": "PlaceholderObserver", "kwargs": {}, "is_dynamic": True}
+    weight = {**ACT, "qscheme": "per_channel_symmetric", "ch_axis": 0}
+    conv = {
+        "target": "aten.conv2d.default",
+        "inputs": {"0": dynamic, "1": weight},
+        "kinds": {"0": "act", "1": "param"},
+        "output": None,
+    }
+
+    def bare(target):
+        return {"target": target, "inputs": {}, "kinds": {"0": "act"}, "output": None}
+
+    chain = [bare("aten.conv2d.default"), bare("aten.relu.default")]
+    probed = {
+        "alone": {
+            "aten.conv2d.default": _unit([conv]),
+            "nn.Conv2d>nn.ReLU": _unit(chain),
+        }
+    }
+    names = {"aten.conv2d.default": ("nn.Conv2d",), "nn.Conv2d>nn.ReLU": ("nn.Conv2d", "nn.ReLU")}
+    backend = backend_of(infer(probed, names, "t").backend_config)
+    by_length = {len(entry.aten[0]): entry for entry in backend}
+    (floating,) = by_length[2].dtype_configs
+    assert floating.mapping("input_dtype").dtype == torch.float
+    assert floating.mapping("weight_dtype").dtype is None
+    (dynamic_config,) = by_length[1].dtype_configs
+    assert dynamic_config.is_dynamic
+
+
 def _fails_on_sigmoid():
     """A quantizer with a bug on one op (OpenVINO's on a LayerNorm bias): it raises when the
     graph has a sigmoid."""
@@ -430,3 +462,19 @@ def test_a_16_bit_activation_config_exports_and_matches(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "{dtype: int16, quant_min_lower_bound: -32767" in out.read_text()
     assert _matches(out, _original("a16w8"), _hidden_models("resnet18_net", "functional")) == []
+
+
+@pytest.mark.slow
+@needs_executorch
+def test_xnnpacks_qat_config_is_verified_in_the_qat_flow(tmp_path):
+    """get_symmetric_quantization_config(is_qat=True): every qspec is a fake-quantize, so export
+    verifies in the QAT flow by itself; the spec writes fused_moving_avg with ptq_fake_quant
+    (version 6), and its QAT quantizer trains like the original on unseen models."""
+    done, out = _export(tmp_path, f"{FIXTURES / 'round2.py'}:xnnpack_qat")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "in the QAT flow" in done.stderr
+    text = out.read_text()
+    assert "spec_version: 6\n" in text
+    assert "fake_quant: fused_moving_avg" in text and "ptq_fake_quant: true" in text
+    models = _hidden_models("resnet18_net", "conv_bn_relu", "transformer")
+    assert _qat_matches(out, _original("xnnpack_qat"), models) == []

@@ -236,7 +236,10 @@ class _Builder:
         """One entry for the chain; spelled with its modules (matched only as modules) when
         the quantizer annotates the chain written with functions (``spelled``) otherwise."""
         context, ops = _first_annotated(probed, key)
-        if context is None or len(ops) < 2:
+        if context is None:
+            self.float_chain(key, names, probed)
+            return
+        if len(ops) < 2:
             return
         inner = [o for o in ops[:-1] if o["output"] is not None]
         if inner:  # each op keeps its own output: the single-op entries already say it
@@ -252,6 +255,25 @@ class _Builder:
             policy.update(extra_inputs="quantized", chain_input="any")
         any_spelling = spelled is None or _first_annotated(probed, spelled) == (context, ops)
         self.add(targets, kept, ops[0], ops[-1], policy, any_spelling=any_spelling)
+
+    def float_chain(self, key: str, names: tuple[str, ...], probed: dict[str, Any]) -> None:
+        """A chain left float although its first op alone is quantized (dynamic XNNPACK skips a
+        conv whose only user is a relu): a float entry for the chain, which claims its ops
+        (longest chain first) so that the first op's own entry does not quantize them."""
+        ops = (probed.get("alone") or {}).get(key, {}).get("ops", [])
+        if len(ops) < 2 or len(ops) != len(names):
+            return
+        alone = (probed.get("alone") or {}).get(ops[0]["target"], {}).get("ops", [])
+        if not _annotated(alone):
+            return
+        targets = [o["target"] for o in ops]
+        chain_key = ">".join(targets)
+        if chain_key in self.seen_chains:
+            return
+        self.seen_chains.add(chain_key)
+        floating = _dtype_config(_FLOAT, _FLOAT, DTypeMapping(), None)
+        observation = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
+        self.entry(chain_key, targets, list(names), floating, observation, {}, True)
 
     # --- one entry ----------------------------------------------------------------------------
 
