@@ -219,6 +219,19 @@ def test_a_quantizer_of_fake_quantizes_only_is_a_qat_config(observers, qat):
     assert probe.only_fake_quants({0: {"ops": ops, "pre": [], "post": []}}) is qat
 
 
+@needs_executorch
+@pytest.mark.parametrize(
+    ("factory", "qat"),
+    [("xnnpack_qat", True), ("x86_qat", True), ("a16w8", False), ("embedding_only", False)],
+)
+def test_qat_configs_are_recognised_before_probing(factory, qat):
+    """The QAT flow is chosen from the qspecs a quantizer's configs hold (or, holding none,
+    writes on two small models), before the suite is probed."""
+    from backend_spec.export.quantizer import _fake_quants_only
+
+    assert _fake_quants_only(_original(factory)()) is qat
+
+
 def test_an_empty_spec_or_an_op_the_probes_never_ran_is_not_verified():
     """An empty spec matches a quantizer that quantized nothing on the suite; an op the
     quantizer declares (get_supported_operators) that no probe ran is left out unseen."""

@@ -119,11 +119,78 @@ def export_quantizer(
     ``qat``: verify in the QAT flow (``prepare_qat_pt2e`` on models in training mode, the
     spec's ``quantizer(qat=True)``); ``None`` chooses it when every qspec the quantizer wrote
     on the probes is a fake-quantize (a QAT config), else the PTQ flow."""
-    flow = _Flow(factory, name, fmt, cache_dir, qat=bool(qat))
-    if not flow.probe() and qat is None:
-        flow = _Flow(factory, name, fmt, cache_dir, qat=True)
-        flow.probe()
+    if qat is None:
+        qat = _fake_quants_only(factory())
+    flow = _Flow(factory, name, fmt, cache_dir, qat=qat)
+    flow.probe()
     return flow.verify(list(probe_models))
+
+
+def _fake_quants_only(quantizer: Any) -> bool:
+    """Whether every observed qspec of ``quantizer`` is a fake-quantize: a QAT config, verified
+    in the QAT flow. Asked before probing (annotating the whole suite twice would double an
+    export's time): the qspecs its configs hold (XNNPACK's and X86's ``global_config``, a
+    ComposableQuantizer's parts'), else those it writes on two small models."""
+    from backend_spec.export.quantizer import probe
+
+    held = _held_qspecs(quantizer)
+    if held:
+        names = [probe.constructor_name(q.observer_or_fake_quant_ctr) for q in held]
+        return all(name in probe.FAKE_QUANT_CLASSES for name in names)
+    return _annotates_fake_quants_only(quantizer)
+
+
+#: How deep and how many objects :func:`_held_qspecs` looks into a quantizer's attributes.
+_HELD_DEPTH, _HELD_OBJECTS = 4, 2000
+
+
+def _held_qspecs(quantizer: Any) -> list[Any]:
+    """The observed ``QuantizationSpec`` objects reachable from the quantizer's attributes
+    (dicts, lists, tuples and objects, to a bounded depth and count)."""
+    found, seen, pending = [], set(), [(quantizer, 0)]
+    while pending and len(seen) < _HELD_OBJECTS:
+        obj, depth = pending.pop()
+        if id(obj) in seen or depth > _HELD_DEPTH or isinstance(obj, (str, bytes, int, float)):
+            continue
+        seen.add(id(obj))
+        if type(obj).__name__ == "QuantizationSpec" and hasattr(obj, "observer_or_fake_quant_ctr"):
+            found.append(obj)
+            continue
+        if isinstance(obj, dict):
+            children = list(obj.keys()) + list(obj.values())
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            children = list(obj)
+        elif type(obj).__module__.split(".")[0] in ("torch", "builtins", "functools"):
+            children = []  # graphs, modules and callables hold no config
+        else:
+            children = list(getattr(obj, "__dict__", {}).values())
+        pending += [(child, depth + 1) for child in children]
+    return found
+
+
+def _annotates_fake_quants_only(quantizer: Any) -> bool:
+    """Whether every observed qspec ``quantizer`` writes on two small models (an MLP, a
+    conv-bn-relu net) is a fake-quantize."""
+    import warnings
+
+    from backend_spec._torch import torch
+    from backend_spec.export.quantizer import probe
+    from backend_spec.export.quantizer.models import MODELS
+
+    parts = probe.SuiteParts()
+    for label in ("mlp", "conv_bn_relu"):
+        model, example_inputs = MODELS[label]()
+        parts.add(probe.Branch(label), model, example_inputs)
+    try:
+        with quiet(), torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            graph = probe.export_suite(parts).module(check_guards=False)
+            graph = quantizer.transform_for_annotation(graph)
+            quantizer.annotate(graph)
+    except Exception:  # noqa: BLE001 - the probe run reports the quantizer's own failure
+        return False
+    nodes = [n for n in graph.graph.nodes if n.op == "call_function"]
+    return probe.only_fake_quants({0: {"ops": [probe.describe_node(n) for n in nodes]}})
 
 
 class _Flow:
@@ -138,9 +205,8 @@ class _Flow:
         self.models = {i for i, branch in enumerate(self.branches) if branch.unit is None}
         self.dropped: set[int] = set()
 
-    def probe(self) -> bool:
-        """Run the original on the suite and record its annotations; False when this is the
-        PTQ flow and every qspec it wrote is a fake-quantize (a QAT config)."""
+    def probe(self) -> None:
+        """Run the original on the suite and record its annotations."""
         from backend_spec.export.quantizer import probe
 
         self.recorder = probe.recording(self.factory())
@@ -153,7 +219,6 @@ class _Flow:
             self.original = run(self.suite, self.recorder, self.inputs, self.models, self.qat)
             if self.original.error:
                 raise ValueError(f"the quantizer fails on the probe suite: {self.original.error}")
-        return self.qat or not probe.only_fake_quants(self.recorder.snapshot)
 
     def verify(self, probe_models: list[tuple[str, Any, tuple]]) -> QuantizerExport:
         from backend_spec.export import dump

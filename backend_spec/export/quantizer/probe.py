@@ -648,6 +648,11 @@ def describe_qspec(qspec: Any, node: Any, positions: dict[str, Any]) -> dict[str
     }
 
 
+def constructor_name(ctr: Any) -> str:
+    """The class an observer / fake-quantize constructor builds."""
+    return _constructor(ctr)[0]
+
+
 def _constructor(ctr: Any) -> tuple[str, dict[str, Any]]:
     """(class name, keyword arguments) of an observer / fake-quant constructor."""
     kwargs: dict[str, Any] = {}
