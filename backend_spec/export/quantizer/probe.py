@@ -511,7 +511,7 @@ def read_annotations(graph_module: Any) -> dict[int, dict[str, Any]]:
     """Per probe branch: its op nodes' annotations, and those of its producer / consumer."""
     found: dict[int, dict[str, Any]] = {}
     for node in graph_module.graph.nodes:
-        if node.op != "call_function":
+        if node.op != "call_function" or _integer_valued(node):
             continue
         where = branch_of(node)
         if where is None or not where[1]:
@@ -544,6 +544,13 @@ def only_fake_quants(snapshot: dict[int, dict[str, Any]]) -> bool:
         if qspec is not None and qspec.get("kind") == "observed"
     ]
     return bool(found) and all(name in FAKE_QUANT_CLASSES for name in found)
+
+
+def _integer_valued(node: Any) -> bool:
+    """Whether a node computes an integer tensor (a training-mode BatchNorm's
+    ``num_batches_tracked.add_(1)``): no part of a unit a quantizer quantizes."""
+    value = node.meta.get("val")
+    return isinstance(value, torch.Tensor) and not value.is_floating_point()
 
 
 def by_context(snapshot: dict[int, dict[str, Any]], branches: list[Branch]) -> dict[str, Any]:
