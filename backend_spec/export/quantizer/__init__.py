@@ -36,7 +36,7 @@ from backend_spec.files import cache_folder, write_atomic
 __all__ = ["QuantizerExport", "export_quantizer", "is_quantizer", "quantizer_factory"]
 
 #: Bumped whenever the probe suite changes (old cache entries are then never read).
-PROBE_FORMAT = 6
+PROBE_FORMAT = 7
 
 
 @dataclass

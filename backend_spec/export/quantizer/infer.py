@@ -490,9 +490,9 @@ def _qspecs_of(ops: list[dict[str, Any]]) -> str:
 
 
 def _first_annotated(probed: dict[str, Any], key: str) -> tuple[str | None, list[dict[str, Any]]]:
-    """The first context (``alone``, then with a quantized producer: a Linear, else a conv for
-    configs that leave Linear float) where the unit's ops carry qspecs, and those ops."""
-    for context in ("alone", "pre", "post", "pre_post", "pre_conv"):
+    """The first context (``alone``, then with a quantized producer) where the unit's ops carry
+    qspecs, and those ops."""
+    for context in ("alone", "pre", "post", "pre_post"):
         ops = (probed.get(context) or {}).get(key, {}).get("ops", [])
         if any(
             o["inputs"] and any(v is not None for v in o["inputs"].values()) or o["output"]
@@ -518,12 +518,11 @@ def _quantize_policy(probed: dict[str, Any], key: str, context: str) -> str:
     if context in ("alone", "post"):
         return "always"
     # Spellings are probed like their unit; a unit with one float input was not probed
-    # ``mixed`` (it is ``pre`` then). Conv producers have their own pair of contexts.
-    mixed, pre = ("mixed_conv", "pre_conv") if context == "pre_conv" else ("mixed", "pre")
-    units = probed.get(mixed) or {}
+    # ``mixed`` (it is ``pre`` then).
+    units = probed.get("mixed") or {}
     found = units.get(key, units.get(key.split("@")[0]))
     if found is None:
-        found = (probed.get(pre) or {}).get(key, {})
+        found = (probed.get("pre") or {}).get(key, {})
     mixed = found.get("ops", [])
     return "if_input_quantized" if _annotated(mixed) else "if_all_inputs_quantized"
 

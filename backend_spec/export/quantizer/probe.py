@@ -12,9 +12,7 @@ may depend on:
 - ``post``: the result feeds an ``nn.Linear``;
 - ``pre_post``: both;
 - ``gap``: each float input comes from an ``nn.Linear`` through ``abs``, an op quantizers
-  leave float (some then share the Linear's qparams across it: ``input_observer: upstream``);
-- ``pre_conv`` / ``mixed_conv``: as ``pre`` / ``mixed`` with 1x1 convolutions as producers
-  (units whose first input is 4-D), for configs that leave Linear float or dynamic.
+  leave float (some then share the Linear's qparams across it: ``input_observer: upstream``).
 
 The quantizer then runs exactly as ``prepare_pt2e`` runs it (conv/linear-bn folding,
 ``transform_for_annotation``, ``annotate``), and each branch's annotations are written down
@@ -34,11 +32,7 @@ from backend_spec._torch import BackendPatternConfig, quiet, torch
 
 nn = torch.nn
 
-CONTEXTS = ("alone", "pre", "mixed", "post", "pre_post", "gap", "pre_conv", "mixed_conv")
-#: The contexts whose producers are 1x1 convolutions (over the channels of a 4-D input) rather
-#: than Linears: a config that leaves Linear float or dynamic still quantizes conv statically,
-#: and shows its propagation policies (pool, cat, views) only after such a producer.
-CONV_CONTEXTS = ("pre_conv", "mixed_conv")
+CONTEXTS = ("alone", "pre", "mixed", "post", "pre_post", "gap")
 #: Where a spelling is probed besides its unit: ``pre_post`` because some quantizers annotate an
 #: op only between quantized ops (X86's flatten), where its spellings must be compared too.
 SPELLING_CONTEXTS = ("alone", "pre", "pre_post")
@@ -206,13 +200,9 @@ class Probe(nn.Module):
     """One unit in one context: producers of its inputs, the unit, a consumer of its output."""
 
     def __init__(self, model: nn.Module, widths: list[int], out: int, context: str) -> None:
-        """``widths``: per input, the last dimension (Linear producers) or, in the
-        :data:`CONV_CONTEXTS`, the channels of a 4-D input (conv producers); 0 for none."""
         super().__init__()
-        every = len(widths)
-        count = {"pre": every, "pre_post": every, "mixed": 1, "gap": every}
-        count.update(pre_conv=every, mixed_conv=1)
-        made = {"gap": _gap, "pre_conv": _conv, "mixed_conv": _conv}.get(context, _linear)
+        count = {"pre": len(widths), "pre_post": len(widths), "mixed": 1, "gap": len(widths)}
+        made = _gap if context == "gap" else _linear
         self.pre = nn.ModuleList(made(w) for w in widths[: count.get(context, 0)])
         self.op = copy.deepcopy(model)
         self.post = _linear(out) if context in ("post", "pre_post") else nn.Identity()
@@ -222,12 +212,6 @@ class Probe(nn.Module):
         for slot, producer in enumerate(self.pre):
             values[slot] = producer(values[slot])
         return self.post(self.op(*values))
-
-
-def _conv(channels: int) -> nn.Module:
-    """A 1x1 convolution over the channels of a 4-D tensor (a statically quantized producer
-    for configs that leave Linear float)."""
-    return nn.Conv2d(channels, channels, 1) if channels > 0 else nn.Identity()
 
 
 def _linear(width: int) -> nn.Module:
@@ -308,10 +292,8 @@ def probe_parts() -> tuple[SuiteParts, dict[str, tuple[str, ...]]]:
             continue
         names[unit.key] = unit.names
         widths = [_width(t) for t in made.example_inputs]
-        channels = [_channels(t) for t in made.example_inputs]
-        for context in _contexts(unit, widths, channels):
-            sizes = channels if context in CONV_CONTEXTS else widths
-            probe_module = Probe(made.model, sizes, _width(output), context)
+        for context in _contexts(unit, widths):
+            probe_module = Probe(made.model, widths, _width(output), context)
             parts.add(
                 Branch(f"{context}:{unit.key}", unit.key, context),
                 probe_module,
@@ -339,24 +321,18 @@ def _add_extra_units(parts: SuiteParts, names: dict[str, tuple[str, ...]]) -> No
         inputs = (torch.randn(*shape),)
         names[key] = candidates[:1]
         widths = [_width(t) for t in inputs]
-        channels = [_channels(t) for t in inputs]
-        for context in _contexts(Unit(candidates[:1], key), widths, channels):
-            sizes = channels if context in CONV_CONTEXTS else widths
+        for context in _contexts(Unit(candidates[:1], key), widths):
             parts.add(
                 Branch(f"{context}:{key}", key, context),
-                Probe(_Call(fn), sizes, _width(fn(*inputs)), context),
+                Probe(_Call(fn), widths, _width(fn(*inputs)), context),
                 inputs,
             )
 
 
-def _contexts(unit: Unit, widths: list[int], channels: list[int]) -> tuple[str, ...]:
+def _contexts(unit: Unit, widths: list[int]) -> tuple[str, ...]:
     """The contexts a unit is probed in: ``mixed`` only where it differs from ``pre`` (a
     second float input; :mod:`.infer` reads ``pre`` in its place otherwise)."""
     contexts = SPELLING_CONTEXTS if unit.spelling else CONTEXTS
-    if not channels or channels[0] == 0:
-        contexts = tuple(c for c in contexts if c not in CONV_CONTEXTS)
-    elif not any(c > 0 for c in channels[1:]):
-        contexts = tuple(c for c in contexts if c != "mixed_conv")
     if not any(width > 0 for width in widths):
         # No float input (embedding's integer indices): no producer to put before it.
         return tuple(c for c in contexts if c in ("alone", "post"))
@@ -400,13 +376,6 @@ def _add_variants(parts: SuiteParts) -> None:
                 Probe(module, widths, 0, "alone"),
                 inputs,
             )
-
-
-def _channels(tensor: Any) -> int:
-    """The channels of a float 4-D tensor (what a conv producer of it needs), else 0."""
-    if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and tensor.dim() == 4:
-        return int(tensor.shape[1])
-    return 0
 
 
 def _width(tensor: Any) -> int:
