@@ -173,6 +173,23 @@ def test_a_fake_quantize_qspec_becomes_fake_quant_and_the_observer_it_wraps():
     assert act.get("ptq_fake_quant") is weight.get("ptq_fake_quant") is True
 
 
+def test_a_fake_quantizes_channel_axis_is_its_observers_not_the_qspecs():
+    """torchao's prepare passes a qspec's ch_axis only to "PerChannel" classes: XNNPACK's QAT
+    conv_transpose weight (qspec axis 1) is fake-quantized on axis 0, and so must the spec's."""
+    weight = {**FUSED_PER_CHANNEL, "ch_axis": 1}
+    op = {
+        "target": "aten.conv_transpose2d.input",
+        "inputs": {"0": FUSED, "1": weight},
+        "kinds": {"0": "act", "1": "param"},
+        "output": FUSED,
+    }
+    probed = {"alone": {"aten.conv_transpose2d.input": _unit([op])}}
+    inferred = infer(probed, {"aten.conv_transpose2d.input": ("F.conv_transpose2d",)}, "t")
+    (entry,) = backend_of(inferred.backend_config)
+    (dtype_config,) = entry.dtype_configs
+    assert dtype_config.mapping("weight_dtype").get("ch_axis") == 0
+
+
 @pytest.mark.parametrize("qat", [False, True], ids=["ptq", "qat"])
 def test_ptq_fake_quant_makes_the_ptq_quantizer_fake_quantize_as_the_qat_one_does(qat):
     """Version 6: a mapping with ``ptq_fake_quant`` observes with its fake-quantize in PTQ as

@@ -448,6 +448,9 @@ class _Builder:
             if isinstance(inner, dict):
                 observer_class = inner.get("class", observer_class)
                 kwargs = {**(inner.get("kwargs") or {}), **kwargs}
+        # torchao's prepare passes the qspec's ch_axis only to a class named "PerChannel...": a
+        # fake-quantize's observer keeps its own axis (0) unless its arguments set one.
+        axis = kwargs.get("ch_axis", 0 if fake_quant is not None else qspec.get("ch_axis"))
         eps = kwargs.pop("eps", None)
         if eps is not None and float(eps) > _FLOAT_EPS:
             options["scale_min_lower_bound"] = float(eps)
@@ -462,7 +465,7 @@ class _Builder:
             options["observer"] = observer
         if per_channel or "per_channel" in qscheme:
             options["granularity"] = "per_channel"
-            options["ch_axis"] = int(qspec.get("ch_axis") or 0)
+            options["ch_axis"] = int(axis or 0)
         return DTypeMapping.of(dtype, options)
 
     def gap(self, op: str, what: str) -> None:
