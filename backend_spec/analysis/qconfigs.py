@@ -70,6 +70,7 @@ _QRANGE: dict[torch.dtype, tuple[int, int]] = {
         torch.uint8,
         torch.int8,
         torch.int16,
+        torch.uint16,
         torch.int32,
     )
 }
@@ -288,6 +289,8 @@ def _entries(
             qconfig, reason = _cached_qconfig(described, reduce_range, weight)
             if qat and qconfig is not None:
                 qconfig, reason = _cached_qat_qconfig(qconfig, described)
+            elif qconfig is not None:
+                qconfig, reason = _ptq_fake_quants(qconfig, described)
             entries.append(PatternQConfig(config, dtype_config, qconfig, reason, facts))
         yield config, entries
 
@@ -358,6 +361,24 @@ def _cached_qat_qconfig(qconfig: QConfig, described: tuple | None) -> tuple[QCon
         if reason:
             return None, f"weight fake_quant {weight_kind}: {reason}"
     return QConfig(activation=activation, weight=weight_fq), ""
+
+
+def _ptq_fake_quants(qconfig: QConfig, described: Described) -> tuple[QConfig | None, str]:
+    """Version 6 ``ptq_fake_quant``: the activation (input or output mapping) and the weight
+    that set it observe with their QAT fake-quantize in PTQ too (a config of fake-quantizes
+    given to ``prepare_pt2e``, Core ML's); the others keep their observers."""
+    inp, out, weight = described[:3]
+    activation = _option(inp, "ptq_fake_quant") or _option(out, "ptq_fake_quant")
+    weights = _option(weight, "ptq_fake_quant")
+    if not (activation or weights):
+        return qconfig, ""
+    twin, reason = _cached_qat_qconfig(qconfig, described)
+    if twin is None:
+        return None, reason
+    return QConfig(
+        activation=twin.activation if activation else qconfig.activation,
+        weight=twin.weight if weights else qconfig.weight,
+    ), ""
 
 
 def _option(constraints: tuple, key: str) -> Any:
@@ -436,6 +457,7 @@ _ACTIVATION_DEFAULTS = {
     "qscheme": "affine",
     "granularity": "per_tensor",
     "fake_quant": DEFAULT_FAKE_QUANT,
+    "ptq_fake_quant": False,
 }
 
 
@@ -643,8 +665,12 @@ def _weight_only_qconfig(weight: Constraints):
         return None, "nothing to quantize: float input, output and weight"
     if dtype in (torch.quint8, *_SUB_BYTE):
         # Like torch's float_qparams_weight_only_qconfig(_4bit): per-row float scale and offset.
+        # ``scale_min_lower_bound`` is its eps, as for every other observer.
         observer = PerChannelMinMaxObserver.with_args(
-            dtype=dtype, qscheme=torch.per_channel_affine_float_qparams, ch_axis=0
+            dtype=dtype,
+            qscheme=torch.per_channel_affine_float_qparams,
+            ch_axis=0,
+            eps=_eps(weight.scale_min_lower_bound),
         )
     else:
         observer, reason = _weight_observer(weight)

@@ -41,6 +41,7 @@ _DTYPES = {
     torch.uint8: "uint8",
     torch.int8: "int8",
     torch.int16: "int16",
+    torch.uint16: "uint16",
     torch.int32: "int32",
     torch.float16: "float16",
     torch.bfloat16: "bfloat16",
@@ -401,8 +402,13 @@ def _spec_data(observer: Any) -> dict[str, Any] | None:
         data["observer"] = "PlaceholderObserver"
         data["qscheme"] = None
     else:
+        # An observer built without a range (the float-qparams embedding one) keeps none:
+        # torchao's observers compute qparams differently once given one.
+        custom = getattr(observer, "has_customized_qrange", True)
         data.update(
-            quant_min=int(observer.quant_min), quant_max=int(observer.quant_max), qscheme=qscheme
+            quant_min=int(observer.quant_min) if custom else None,
+            quant_max=int(observer.quant_max) if custom else None,
+            qscheme=qscheme,
         )
         eps = getattr(observer, "eps", None)
         if eps is not None:

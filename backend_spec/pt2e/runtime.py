@@ -354,6 +354,8 @@ def _scalars_to_tensors(model: torch.fx.GraphModule, targets: set[str]) -> None:
     for node in list(model.graph.nodes):
         if node.op != "call_function" or str(node.target) not in targets:
             continue
+        if _is_integer_tensor(node):  # BatchNorm's num_batches_tracked += 1 (training mode)
+            continue
         schema = getattr(node.target, "_schema", None)
         fake_mode = getattr(node.meta.get("val"), "fake_mode", None)
         if schema is None or fake_mode is None:
@@ -434,6 +436,13 @@ def provenance_problem(node: torch.fx.Node, where: dict[str, Any] | None) -> str
 
 def _is_torch_leaf(class_name: str) -> bool:
     return class_name.startswith(_TORCH_MODULE_PREFIXES) and not class_name.startswith(_CONTAINERS)
+
+
+def _is_integer_tensor(node: Any) -> bool:
+    """Whether ``node`` computes a tensor that is not floating point (an integer op such as
+    a training-mode BatchNorm's ``num_batches_tracked.add_(1)``, which nothing quantizes)."""
+    value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    return isinstance(value, torch.Tensor) and not value.is_floating_point()
 
 
 def _is_float_tensor(node: Any) -> bool:
@@ -534,7 +543,7 @@ class _Annotator:
 
     def annotate(self, match: Match) -> None:
         rule = match.rule
-        if rule.reason:
+        if rule.reason or _is_integer_tensor(match.nodes[-1]):
             return
         if rule.input is None:
             if rule.weight is not None:  # weight-only (float input and output), as FX does

@@ -188,7 +188,8 @@ CONSTRAINT_FIELDS: tuple[str, ...] = (
     "zero_point_exact_match",
 )
 
-#: Version 2 observer keys of a dtype mapping (defaults: what version 1 builds), in spec order.
+#: Observer keys of a dtype mapping (version 2; ``ptq_fake_quant`` version 6; defaults: what
+#: version 1 builds), in spec order.
 OBSERVER_FIELDS: tuple[str, ...] = (
     "observer",
     "qscheme",
@@ -196,6 +197,7 @@ OBSERVER_FIELDS: tuple[str, ...] = (
     "ch_axis",
     "reduce_range",
     "fake_quant",
+    "ptq_fake_quant",
 )
 
 #: The pt2e keys of a pattern entry (no torch field): ``aten`` and ``quantize`` (version 2),

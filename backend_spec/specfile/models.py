@@ -46,6 +46,7 @@ _V2 = {"x-since": 2}
 _V3 = {"x-since": 3}
 _V4 = {"x-since": 4}
 _V5 = {"x-since": 5}
+_V6 = {"x-since": 6}
 
 OBSERVATION_TYPES = (
     "output_use_different_observer_as_input",
@@ -206,6 +207,12 @@ class DTypeWithConstraintsModel(_Strict):
         None,
         description="QAT fake-quantize kind (version 2; default fake_quantize).",
         json_schema_extra=_V2,
+    )
+    ptq_fake_quant: bool | None = Field(
+        None,
+        description="PTQ observes with this mapping's fake-quantize (fake_quant) too, as a "
+        "config of fake-quantizes given to prepare_pt2e does (version 6; default false).",
+        json_schema_extra=_V6,
     )
 
     @field_validator("dtype")
@@ -688,10 +695,10 @@ class SpecModel(_Strict):
         json_schema_extra={"patternProperties": {"^x-": {}}},
     )
 
-    spec_version: Literal[1, 2, 3, 4, 5] = Field(
+    spec_version: Literal[1, 2, 3, 4, 5, 6] = Field(
         1,
-        description="The format version: 1 (default), 2, 3, 4 or 5 for the keys marked x-since "
-        "2 / 3 / 4 / 5.",
+        description="The format version: 1 (default), 2, 3, 4, 5 or 6 for the keys marked "
+        "x-since 2 / 3 / 4 / 5 / 6.",
     )
 
     @field_validator("spec_version", mode="before")

@@ -50,6 +50,14 @@ def export_command(
             "example_inputs), added to the models the exported spec is verified on; repeatable.",
         ),
     ] = None,
+    qat: Annotated[
+        bool,
+        typer.Option(
+            "--qat",
+            help="For a Quantizer: verify in the QAT flow (prepare_qat_pt2e, models in "
+            "training mode); chosen by itself when every qspec is a fake-quantize.",
+        ),
+    ] = False,
 ) -> None:
     """Write a BackendConfig, or a pt2e Quantizer (probed and verified), as a spec."""
     from backend_spec.export import build_document, emit, name_from_ref
@@ -67,16 +75,16 @@ def export_command(
                 models = [probe_model_of(ref) for ref in probe_models or ()]
         if factory is not None:
             check_output_path(output)
-        elif probe_models:
-            raise ValueError("--probe-models applies to a pt2e Quantizer, not a BackendConfig")
+        elif probe_models or qat:
+            flag = "--probe-models" if probe_models else "--qat"
+            raise ValueError(f"{flag} applies to a pt2e Quantizer, not a BackendConfig")
         chosen = export_base(name, base)
     except ValueError as exc:
         _note_held(held, name)
         raise fail_usage(str(exc)) from None
     if factory is not None:
-        _export_quantizer(
-            factory, backend_name or name_from_ref(name), fmt, models, output, schema_ref, held
-        )
+        chosen_name = backend_name or name_from_ref(name)
+        _export_quantizer(factory, chosen_name, fmt, models, output, schema_ref, held, qat)
         return
     _note_held(held, name)
     check_output_path(output)
@@ -118,17 +126,28 @@ def _export_quantizer(
     output: Path | None,
     schema_ref: str | None,
     held: HeldBack,
+    qat: bool,
 ) -> None:
     """Probe, infer and verify; write the spec only when every model and probe matched. What
-    the quantizer itself prints meanwhile is held back (``render.foreign``)."""
-    from backend_spec.cli.render.quantizer_export import render_refusal, render_summary
+    the quantizer itself prints meanwhile is held back (``render.foreign``). ``qat`` forces
+    the QAT flow; otherwise export chooses it for a quantizer of fake-quantizes only."""
+    from backend_spec.cli.render.quantizer_export import (
+        render_crash,
+        render_refusal,
+        render_summary,
+    )
     from backend_spec.export.quantizer import export_quantizer
 
     try:
         with held_back(held):
-            result = export_quantizer(factory, name=name, fmt=fmt, probe_models=models)
+            result = export_quantizer(
+                factory, name=name, fmt=fmt, probe_models=models, qat=True if qat else None
+            )
     except ValueError as exc:
         raise fail_usage(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - export's own bug: a report, never a traceback
+        err(render_crash(exc))
+        raise typer.Exit(1) from None
     finally:
         _note_held(held, name)
     if not result.ok:

@@ -14,36 +14,49 @@ SHOWN_PER_OP = 3
 def render_summary(result: Any) -> str:
     """One line: models and probes that quantize identically."""
     probes = sum(r.identical for r in result.probes)
+    flow = " in the QAT flow (prepare_qat_pt2e, training mode)" if result.qat else ""
     text = (
         f"verified: {result.matched}/{len(result.models)} models and {probes}/"
-        f"{len(result.probes)} probes quantize identically (placement, qparams, outputs)\n"
+        f"{len(result.probes)} probes quantize identically{flow} (placement, qparams, "
+        "outputs)\n"
     )
-    text += render_left_out(result)
-    if not result.inferred.entries:
-        text += (
-            "warning: the quantizer annotated nothing on any probe or model, so the spec is "
-            "empty; it may match only graphs made another way (strict export, its own "
-            "transforms): check it with --probe-models\n"
-        )
-    return text
+    return text + render_left_out(result)
 
 
 def render_left_out(result: Any) -> str:
-    """The probes and models the original quantizer itself fails on (left out), if any."""
+    """The models and probes the original quantizer itself fails on (left out), if any: the
+    models by name, the probes by the ops they probe."""
     if not result.left_out:
         return ""
-    return (
-        f"note: the quantizer itself fails on {len(result.left_out)} probes or models, "
-        f"left out: {escape(', '.join(result.left_out))}\n"
-    )
+    models = [label for label in result.left_out if ":" not in label]
+    probes = [label for label in result.left_out if ":" in label]
+    ops = dict.fromkeys(label.split(":", 1)[1].split("#")[0] for label in probes)
+    parts = []
+    if models:
+        parts.append(f"models {', '.join(models)}")
+    if probes:
+        parts.append(f"{len(probes)} probes of {', '.join(ops)}")
+    return f"note: the quantizer itself fails on {escape('; '.join(parts))} (left out)\n"
+
+
+def render_crash(exc: BaseException) -> str:
+    """An exception inside export itself: bespec's bug, reported (nothing was written)."""
+    what = escape(f"{type(exc).__name__}: {str(exc)[:300]}")
+    return f"error: bespec bug: export failed: {what} (please report it)\nnothing was written\n"
 
 
 def render_refusal(result: Any) -> str:
     """Why the spec was not written: the crash, or each differing ATen op with examples, and
     the gaps inference found (what the format could not say)."""
-    lines = []
-    if result.error:
-        lines.append(f"error: the quantizer of the inferred spec fails: {escape(result.error)}")
+    lines = [f"error: not verified: {escape(why)}" for why in result.unverified]
+    if result.error.startswith("spec: "):
+        where = f" on {', '.join(result.bug)}" if result.bug else ""
+        lines.append(
+            f"error: bespec bug: the quantizer of the inferred spec fails{escape(where)}: "
+            f"{escape(result.error.removeprefix('spec: '))} (please report it)"
+        )
+    elif result.error:
+        lines.append(f"error: the original quantizer fails: {escape(result.error)}")
     differing = result.differing_ops()
     if differing:
         names = ", ".join(escape(op) for op in differing)

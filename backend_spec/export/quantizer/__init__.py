@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from backend_spec._torch import quiet
 from backend_spec.export.quantizer.infer import Gap, Inferred, infer, rewrite_gaps
 from backend_spec.export.quantizer.verify import BranchResult, compare_runs, run
 
@@ -45,6 +46,13 @@ class QuantizerExport:
     error: str = ""
     #: Branches the original quantizer itself fails on (left out of probing and verification).
     left_out: list[str] = field(default_factory=list)
+    #: The ops the inferred spec's quantizer crashed on (a bug of bespec), when it crashed.
+    bug: list[str] = field(default_factory=list)
+    #: Whether it was verified in the QAT flow (``prepare_qat_pt2e``, models in training mode).
+    qat: bool = False
+    #: Why a spec that matched everywhere is still not verified (the probes did not exercise
+    #: what the quantizer quantizes): a matched empty spec, ops declared but never probed.
+    unverified: list[str] = field(default_factory=list)
 
     @property
     def matched(self) -> int:
@@ -53,7 +61,8 @@ class QuantizerExport:
     @property
     def ok(self) -> bool:
         every = self.models + self.probes
-        return not self.error and all(result.identical for result in every)
+        identical = all(result.identical for result in every)
+        return not self.error and not self.unverified and identical
 
     def differing_ops(self) -> dict[str, list[str]]:
         """ATen op -> one line per differing node (``branch: node: what``), models first."""
@@ -94,65 +103,243 @@ def export_quantizer(
     name: str,
     fmt: str = "yaml",
     probe_models: Iterable[tuple[str, Any, tuple]] = (),
+    qat: bool | None = None,
 ) -> QuantizerExport:
     """Probe, infer, write and verify; see the module docstring.
 
-    ``probe_models`` are ``(label, model, example_inputs)`` added to the verification set."""
-    from backend_spec.export import dump
+    ``probe_models`` are ``(label, model, example_inputs)`` added to the verification set.
+    ``qat``: verify in the QAT flow (``prepare_qat_pt2e`` on models in training mode, the
+    spec's ``quantizer(qat=True)``); ``None`` chooses it when every qspec the quantizer wrote
+    on the probes is a fake-quantize (a QAT config), else the PTQ flow."""
+    if qat is None:
+        qat = _fake_quants_only(factory())
+    flow = _Flow(factory, name, fmt, qat=qat)
+    flow.probe()
+    return flow.verify(list(probe_models))
+
+
+def _fake_quants_only(quantizer: Any) -> bool:
+    """Whether every observed qspec of ``quantizer`` is a fake-quantize: a QAT config, verified
+    in the QAT flow. Asked before probing (annotating the whole suite twice would double an
+    export's time): the qspecs its configs hold (XNNPACK's and X86's ``global_config``, a
+    ComposableQuantizer's parts'), else those it writes on two small models."""
     from backend_spec.export.quantizer import probe
 
-    suite, branches, unit_names, inputs = probe_suite()
-    recorder = probe.recording(factory())
-    # The verification models are converted; the probes are compared as prepared.
-    models = {index for index, branch in enumerate(branches) if branch.unit is None}
-    original = run(suite, recorder, inputs, models)
-    dropped: set[int] = set()
-    if original.error:
-        suite, dropped = _without_failing(suite, factory, inputs, len(branches), original.error)
-        recorder = probe.recording(factory())
-        original = run(suite, recorder, inputs, models)
-        if original.error:
-            raise ValueError(f"the quantizer fails on the probe suite: {original.error}")
-    probed = probe.by_context(recorder.snapshot, branches)
-    inferred = infer(probed, unit_names, name, recorder.graph_inputs)
-    inferred.gaps += rewrite_gaps(recorder.rewritten)
-    text = dump(inferred.backend_config, fmt, name=name)
-    result = QuantizerExport(text, inferred)
-    result.left_out = [branches[index].label for index in sorted(dropped)]
-    labels = [branch.label for branch in branches]
-    candidate, spec_run, compared = _verify(text, fmt, suite, inputs, models, original, labels)
-    if spec_run.error:
-        result.error = f"spec: {spec_run.error}"
+    held = _held_qspecs(quantizer)
+    if held:
+        names = [probe.constructor_name(q.observer_or_fake_quant_ctr) for q in held]
+        return all(name in probe.FAKE_QUANT_CLASSES for name in names)
+    return _annotates_fake_quants_only(quantizer)
+
+
+#: How deep and how many objects :func:`_held_qspecs` looks into a quantizer's attributes.
+_HELD_DEPTH, _HELD_OBJECTS = 4, 2000
+
+
+def _held_qspecs(quantizer: Any) -> list[Any]:
+    """The observed ``QuantizationSpec`` objects reachable from the quantizer's attributes
+    (dicts, lists, tuples and objects, to a bounded depth and count)."""
+    found, seen, pending = [], set(), [(quantizer, 0)]
+    while pending and len(seen) < _HELD_OBJECTS:
+        obj, depth = pending.pop()
+        if id(obj) in seen or depth > _HELD_DEPTH or isinstance(obj, (str, bytes, int, float)):
+            continue
+        seen.add(id(obj))
+        if type(obj).__name__ == "QuantizationSpec" and hasattr(obj, "observer_or_fake_quant_ctr"):
+            found.append(obj)
+            continue
+        if isinstance(obj, dict):
+            children = list(obj.keys()) + list(obj.values())
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            children = list(obj)
+        elif type(obj).__module__.split(".")[0] in ("torch", "builtins", "functools"):
+            children = []  # graphs, modules and callables hold no config
+        else:
+            children = list(getattr(obj, "__dict__", {}).values())
+        pending += [(child, depth + 1) for child in children]
+    return found
+
+
+def _annotates_fake_quants_only(quantizer: Any) -> bool:
+    """Whether every observed qspec ``quantizer`` writes on two small models (an MLP, a
+    conv-bn-relu net) is a fake-quantize."""
+    import warnings
+
+    from backend_spec._torch import torch
+    from backend_spec.export.quantizer import probe
+    from backend_spec.export.quantizer.models import MODELS
+
+    parts = probe.SuiteParts()
+    for label in ("mlp", "conv_bn_relu"):
+        model, example_inputs = MODELS[label]()
+        parts.add(probe.Branch(label), model, example_inputs)
+    try:
+        with quiet(), torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            graph = probe.export_suite(parts).module(check_guards=False)
+            graph = quantizer.transform_for_annotation(graph)
+            quantizer.annotate(graph)
+    except Exception:  # noqa: BLE001 - the probe run reports the quantizer's own failure
+        return False
+    nodes = [n for n in graph.graph.nodes if n.op == "call_function"]
+    return probe.only_fake_quants({0: {"ops": [probe.describe_node(n) for n in nodes]}})
+
+
+class _Flow:
+    """One export in one flow (PTQ or QAT): :meth:`probe`, then :meth:`verify`."""
+
+    def __init__(self, factory: Callable[[], Any], name: str, fmt: str, qat: bool) -> None:
+        self.factory, self.name, self.fmt, self.qat = factory, name, fmt, qat
+        self.suite, self.branches, self.unit_names, self.inputs = probe_suite(qat)
+        # The verification models are converted; the probes are compared as prepared.
+        self.models = {i for i, branch in enumerate(self.branches) if branch.unit is None}
+        self.dropped: set[int] = set()
+
+    def probe(self) -> None:
+        """Run the original on the suite and record its annotations."""
+        from backend_spec.export.quantizer import probe
+
+        self.recorder = probe.recording(self.factory())
+        self.original = run(self.suite, self.recorder, self.inputs, self.models, self.qat)
+        if self.original.error:
+            self.suite, self.dropped = _without_failing(
+                self.suite, self.factory, self.inputs, self.branches, self.original.error, self.qat
+            )
+            self.recorder = probe.recording(self.factory())
+            self.original = run(self.suite, self.recorder, self.inputs, self.models, self.qat)
+            if self.original.error:
+                raise ValueError(f"the quantizer fails on the probe suite: {self.original.error}")
+
+    def verify(self, probe_models: list[tuple[str, Any, tuple]]) -> QuantizerExport:
+        from backend_spec.export import dump
+        from backend_spec.export.quantizer import probe
+
+        branches, fmt, name = self.branches, self.fmt, self.name
+        probed = probe.by_context(self.recorder.snapshot, branches)
+        inferred = infer(probed, self.unit_names, name, self.recorder.graph_inputs)
+        inferred.gaps += rewrite_gaps(self.recorder.rewritten)
+        text = dump(inferred.backend_config, fmt, name=name)
+        result = QuantizerExport(text, inferred, qat=self.qat)
+        result.left_out = [branches[index].label for index in sorted(self.dropped)]
+        candidate, spec_run, compared = self.check(text)
+        if spec_run.error:
+            result.error = f"spec: {spec_run.error}"
+            result.bug = _failing_ops(self.suite, spec_run.error)
+            return result
+        if not all(r.identical for r in compared):
+            # The one choice the probes do not show: whether an input reuses its producer's
+            # observer of another qspec (FX, the default) or is observed again (torchao's rule
+            # for the quantizer's own qspecs). The verifier decides.
+            alternative = _with_input_sharing(inferred, fmt, name)
+            if alternative is not None:
+                tried = self.check(alternative)
+                if not tried[1].error and all(r.identical for r in tried[2]):
+                    candidate, spec_run, compared = tried
+                    result.text = alternative
+        kept = [
+            (r, b)
+            for i, (r, b) in enumerate(zip(compared, branches, strict=True))
+            if i not in self.dropped
+        ]
+        result.models = [r for r, b in kept if b.unit is None]
+        result.probes = [r for r, b in kept if b.unit is not None]
+        result.models += _user_models(self.factory, candidate, probe_models, result, self.qat)
+        result.unverified = _unexercised(self.factory(), self.suite, inferred)
         return result
-    if not all(r.identical for r in compared):
-        # The one choice the probes do not show: whether an input reuses its producer's
-        # observer of another qspec (FX, the default) or is observed again (torchao's rule
-        # for the quantizer's own qspecs). The verifier decides.
-        alternative = _with_input_sharing(inferred, fmt, name)
-        if alternative is not None:
-            tried = _verify(alternative, fmt, suite, inputs, models, original, labels)
-            if not tried[1].error and all(r.identical for r in tried[2]):
-                candidate, spec_run, compared = tried
-                result.text = alternative
-    kept = [
-        (r, b) for i, (r, b) in enumerate(zip(compared, branches, strict=True)) if i not in dropped
-    ]
-    result.models = [r for r, b in kept if b.unit is None]
-    result.probes = [r for r, b in kept if b.unit is not None]
-    result.models += _user_models(factory, candidate, list(probe_models), result)
-    return result
+
+    def check(self, text: str) -> tuple[Callable[[], Any], Any, list[BranchResult]]:
+        """The spec quantizer of ``text``, its run on the suite, and each branch compared."""
+        candidate = _spec_quantizer(text, self.fmt, self.qat)
+        spec_run = run(self.suite, candidate(), self.inputs, self.models, self.qat)
+        labels = [branch.label for branch in self.branches]
+        compared = (
+            [] if spec_run.error else compare_runs(self.suite, labels, self.original, spec_run)
+        )
+        return candidate, spec_run, compared
+
+
+def _failing_ops(suite: Any, error: str) -> list[str]:
+    """``ATen op (node NAME)`` for each node of the suite the error message names (a crash of
+    the inferred spec's quantizer is bespec's bug: the report says where it happened)."""
+    import re
+
+    nodes = {node.name: node for node in suite.graph.nodes if node.op == "call_function"}
+    named = dict.fromkeys(word for word in re.findall(r"\w+", error) if word in nodes)
+    return [f"{nodes[name].target} (node {name})" for name in named]
+
+
+def _unexercised(quantizer: Any, suite: Any, inferred: Inferred) -> list[str]:
+    """Why matching on the suite verifies nothing: the quantizer quantized nothing on any
+    probe or model (an empty spec matches a quantizer that annotates ops the suite lacks), or
+    it declares ops (``get_supported_operators``) the suite never ran, which the spec then
+    leaves out unseen."""
+    from backend_spec.ir.lower import backend_of
+    from backend_spec.names.labels import object_label
+
+    found = []
+    backend = backend_of(inferred.backend_config)
+    if not backend.entries and backend.graph_inputs is None:
+        found.append(
+            "the quantizer quantized nothing on any probe or model, so an empty spec matches "
+            "it: nothing verifies it"
+        )
+    present = {str(node.target) for node in suite.graph.nodes if node.op == "call_function"}
+    declared = _declared_ops(quantizer)
+    missing = sorted({object_label(op) for op in declared if not _exercised(op, present)})
+    if missing:
+        found.append(
+            "the quantizer declares ops no probe or model exercised (the spec leaves them "
+            f"out unverified): {', '.join(missing)}"
+        )
+    return found
+
+
+def _declared_ops(quantizer: Any) -> list[Any]:
+    """Every op of the quantizer's ``get_supported_operators()`` (a ComposableQuantizer's
+    parts' too); nothing when it declares none."""
+    parts = getattr(quantizer, "quantizers", None)
+    if isinstance(parts, (list, tuple)):
+        return [op for part in parts for op in _declared_ops(part)]
+    try:
+        configs = quantizer.get_supported_operators()
+    except Exception:  # noqa: BLE001 - optional API: most quantizers do not implement it
+        return []
+    ops = []
+    for config in configs or ():
+        for pattern in getattr(config, "operators", None) or ():
+            ops += pattern if isinstance(pattern, (list, tuple)) else [pattern]
+    return ops
+
+
+def _exercised(op: Any, present: set[str]) -> bool:
+    """Whether each ATen op ``op`` traces to is in the suite (an op that cannot be traced is
+    not held against the spec: no model could run it)."""
+    from backend_spec.pt2e.aten import describe_op
+
+    try:
+        chain = describe_op(op).get("chain")
+    except Exception:  # noqa: BLE001 - an op torch.export cannot trace alone
+        return True
+    return not chain or all(any(alt in present for alt in step) for step in chain)
 
 
 def _without_failing(
-    suite: Any, factory: Callable[[], Any], inputs: tuple, count: int, error: str
+    suite: Any, factory: Callable[[], Any], inputs: tuple, branches: list, error: str, qat: bool
 ) -> tuple[Any, set[int]]:
     """The suite without the branches the quantizer fails on by itself (a quantizer's own bug
-    on one op or model must not stop the export of the rest), and their indices."""
+    on one op or model must not stop the export of the rest), and their indices. The probes
+    of one unit (every context) are searched as one group, each model as its own."""
     from backend_spec.export.quantizer.verify import failing_branches, without
 
-    dropped = failing_branches(suite, factory, inputs, count)
+    grouped: dict[str, list[int]] = {}
+    for index, branch in enumerate(branches):
+        unit = branch.unit.split("#")[0].split("@")[0] if branch.unit else None
+        grouped.setdefault(unit or f"model:{branch.label}", []).append(index)
+    groups = list(grouped.values())
+    dropped = failing_branches(suite, factory, inputs, len(branches), qat, groups)
     if not dropped:
-        raise ValueError(f"the quantizer fails on the probe suite: {error}")
+        what = "" if dropped is None else " (no branch fails alone)"
+        raise ValueError(f"the quantizer fails on the probe suite{what}: {error}")
     return without(suite, dropped), dropped
 
 
@@ -161,6 +348,7 @@ def _user_models(
     candidate: Callable[[], Any],
     models: list[tuple[str, Any, tuple]],
     result: QuantizerExport,
+    qat: bool,
 ) -> list:
     """The caller's models, as a suite of their own (exported here, never cached)."""
     from backend_spec.export.quantizer import probe
@@ -171,31 +359,16 @@ def _user_models(
     for label, model, example_inputs in models:
         parts.add(probe.Branch(label), model, tuple(example_inputs))
     try:
-        suite = probe.export_suite(parts).module(check_guards=False)
+        suite = probe.export_suite(parts, train=qat).module(check_guards=False)
     except Exception as exc:  # noqa: BLE001 - the user's model, reported as such
         raise ValueError(f"torch.export fails on the probe models: {exc}") from None
     inputs = tuple(parts.inputs)
-    first, second = run(suite, factory(), inputs), run(suite, candidate(), inputs)
+    first = run(suite, factory(), inputs, qat=qat)
+    second = run(suite, candidate(), inputs, qat=qat)
     if first.error or second.error:
         result.error = f"quantizer: {first.error}" if first.error else f"spec: {second.error}"
         return []
     return compare_runs(suite, [b.label for b in parts.branches], first, second)
-
-
-def _verify(
-    text: str,
-    fmt: str,
-    suite: Any,
-    inputs: tuple,
-    models: set[int],
-    original: Any,
-    labels: list[str],
-) -> tuple[Callable[[], Any], Any, list[BranchResult]]:
-    """The spec quantizer of ``text``, its run on the suite, and each branch compared."""
-    candidate = _spec_quantizer(text, fmt)
-    spec_run = run(suite, candidate(), inputs, models)
-    compared = [] if spec_run.error else compare_runs(suite, labels, original, spec_run)
-    return candidate, spec_run, compared
 
 
 def _with_input_sharing(inferred: Inferred, fmt: str, name: str) -> str | None:
@@ -209,7 +382,7 @@ def _with_input_sharing(inferred: Inferred, fmt: str, name: str) -> str | None:
     return dump(lower(replace(backend, input_sharing="qspec")), fmt, name=name)
 
 
-def _spec_quantizer(text: str, fmt: str) -> Callable[[], Any]:
+def _spec_quantizer(text: str, fmt: str, qat: bool = False) -> Callable[[], Any]:
     """A factory of the quantizer of ``text`` as a spec file loads it (the file round-trips)."""
     import backend_spec
 
@@ -217,7 +390,7 @@ def _spec_quantizer(text: str, fmt: str) -> Callable[[], Any]:
         path = Path(folder) / f"spec.{fmt}"
         path.write_text(text, encoding="utf-8")
         backend_config = backend_spec.load(path)
-    return functools.partial(backend_spec.quantizer, backend_config)
+    return functools.partial(backend_spec.quantizer, backend_config, qat=qat)
 
 
 @functools.cache
@@ -239,16 +412,16 @@ def _models() -> dict[str, Callable[[], tuple[Any, tuple]]]:
     return {**MODELS, "x86_net": NETS["x86_net"], "tutorial_net": NETS["tutorial_net"]}
 
 
-# --- the suite ----------------------------------------------------------------------------------
+# --- the probe suite ----------------------------------------------------------------------------
 
-#: What the suite holds: the exported suite module, its branches, unit key -> op names, and
-#: its example inputs.
+#: The suite: the exported program's module, its branches, unit key -> op names, its inputs.
 Suite = tuple[Any, list[Any], dict[str, tuple[str, ...]], tuple]
 
 
 @functools.cache
-def probe_suite() -> Suite:
-    """(exported suite module, its branches, unit key -> op names, inputs), built once per process.
+def probe_suite(qat: bool = False) -> Suite:
+    """(exported suite module, its branches, unit key -> op names, inputs), built once per
+    process, in training mode for ``qat``.
 
     It is never cached on disk: an exported program is saved by ``torch.export.save`` and read
     back by ``torch.export.load``, which unpickles (and falls back to unrestricted unpickling
@@ -257,5 +430,5 @@ def probe_suite() -> Suite:
     from backend_spec.export.quantizer import probe
 
     parts, unit_names = _parts()
-    exported = probe.export_suite(parts)
+    exported = probe.export_suite(parts, train=qat)
     return exported.module(check_guards=False), parts.branches, unit_names, tuple(parts.inputs)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from backend_spec._torch import BackendConfig, torch
+from backend_spec.export.quantizer.probe import FAKE_QUANT_CLASSES
 from backend_spec.ir import Backend, DTypeConfig, DTypeMapping, Entry, Origin
 from backend_spec.ir.lift import key_of
 from backend_spec.ir.lower import lower
@@ -35,6 +36,8 @@ with __import__("backend_spec.quiet", fromlist=["quiet"]).quiet():
 _SPEC_DTYPES = {
     "int8": torch.qint8,
     "uint8": torch.quint8,
+    "int16": torch.int16,
+    "uint16": torch.uint16,
     "int32": torch.qint32,
     "float16": torch.float16,
     "bfloat16": torch.bfloat16,
@@ -43,6 +46,8 @@ _FULL_RANGE = {
     torch.qint8: (-128, 127),
     torch.quint8: (0, 255),
     torch.qint32: (-(2**31), 2**31 - 1),
+    torch.int16: (-(2**15), 2**15 - 1),
+    torch.uint16: (0, 2**16 - 1),
 }
 
 #: Observer classes -> (version 2 ``observer`` value, per-channel).
@@ -54,6 +59,16 @@ _OBSERVERS = {
     "MovingAveragePerChannelMinMaxObserver": ("moving_average_minmax", True),
     "PlaceholderObserver": ("placeholder", False),
 }
+#: Fake-quantize classes (:data:`.probe.FAKE_QUANT_CLASSES`) -> the ``fake_quant`` kind.
+_FAKE_QUANTS = dict(
+    zip(
+        FAKE_QUANT_CLASSES,
+        ("fake_quantize", "fused_moving_avg", "learnable", "learnable"),
+        strict=True,
+    )
+)
+#: The observer both FakeQuantize and FusedMovingAvgObsFakeQuantize wrap when not told.
+_DEFAULT_FAKE_QUANT_OBSERVER = "MovingAverageMinMaxObserver"
 _FLOAT_EPS = float(torch.finfo(torch.float32).eps)
 _FLOAT = DTypeMapping(torch.float)
 #: Where an inferred entry comes from (no spec line).
@@ -195,7 +210,10 @@ class _Builder:
         if not annotated:
             return
         contexts = {found[n][0] for n in annotated}
-        any_spelling = len(annotated) == len(spelled) and len(contexts) == 1
+        # Spellings annotated alike share one entry; a per-spelling override (XNNPACK's
+        # set_module_type(nn.Linear, ...) leaves F.linear with the global config) does not.
+        qspecs = {_qspecs_of(found[n][1]) for n in annotated}
+        any_spelling = len(annotated) == len(spelled) and len(contexts) == 1 and len(qspecs) == 1
         for chosen in annotated if not any_spelling else [name]:
             context, ops = found[chosen]
             op = ops[0]
@@ -218,7 +236,10 @@ class _Builder:
         """One entry for the chain; spelled with its modules (matched only as modules) when
         the quantizer annotates the chain written with functions (``spelled``) otherwise."""
         context, ops = _first_annotated(probed, key)
-        if context is None or len(ops) < 2:
+        if context is None:
+            self.float_chain(key, names, probed)
+            return
+        if len(ops) < 2:
             return
         inner = [o for o in ops[:-1] if o["output"] is not None]
         if inner:  # each op keeps its own output: the single-op entries already say it
@@ -234,6 +255,25 @@ class _Builder:
             policy.update(extra_inputs="quantized", chain_input="any")
         any_spelling = spelled is None or _first_annotated(probed, spelled) == (context, ops)
         self.add(targets, kept, ops[0], ops[-1], policy, any_spelling=any_spelling)
+
+    def float_chain(self, key: str, names: tuple[str, ...], probed: dict[str, Any]) -> None:
+        """A chain left float although its first op alone is quantized (dynamic XNNPACK skips a
+        conv whose only user is a relu): a float entry for the chain, which claims its ops
+        (longest chain first) so that the first op's own entry does not quantize them."""
+        ops = (probed.get("alone") or {}).get(key, {}).get("ops", [])
+        if len(ops) < 2 or len(ops) != len(names):
+            return
+        alone = (probed.get("alone") or {}).get(ops[0]["target"], {}).get("ops", [])
+        if not _annotated(alone):
+            return
+        targets = [o["target"] for o in ops]
+        chain_key = ">".join(targets)
+        if chain_key in self.seen_chains:
+            return
+        self.seen_chains.add(chain_key)
+        floating = _dtype_config(_FLOAT, _FLOAT, DTypeMapping(), None)
+        observation = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
+        self.entry(chain_key, targets, list(names), floating, observation, {}, True)
 
     # --- one entry ----------------------------------------------------------------------------
 
@@ -253,8 +293,9 @@ class _Builder:
         label = chain_key
         act_position = next((p for p, kind in first["kinds"].items() if kind == "act"), None)
         act = first["inputs"].get(act_position) if act_position is not None else None
-        weight = _param_qspec(first, "1")
-        bias = _param_qspec(first, "2")
+        weight_position = first.get("weight", "1")
+        weight = _param_qspec(first, weight_position)
+        bias = _param_qspec(first, "2") if weight_position == "1" else None
         output = _fixed_observer(last["output"])
         observation = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
         if act is not None and act.get("kind") == "shared" and self.common is not None:
@@ -291,7 +332,7 @@ class _Builder:
         elif _comparable(output) != _comparable(act):
             self.gap(label, "its output qspec differs from its input's")
         for position, other in first["inputs"].items():
-            if position in (act_position, "1", "2") or other is None:
+            if position in (act_position, weight_position, "1", "2") or other is None:
                 continue
             if other.get("kind") == "observed" and _comparable(other) != _comparable(act):
                 self.gap(label, f"input {position} has another qspec than input {act_position}")
@@ -395,6 +436,21 @@ class _Builder:
             self.gap(label, f"its {role} qspec is {qspec['kind']}")
             return DTypeMapping.of(dtype, options)
         kwargs = dict(qspec.get("kwargs") or {})
+        observer_class = qspec["observer"]
+        fake_quant = _FAKE_QUANTS.get(observer_class)
+        if fake_quant is not None:
+            # A fake-quantize: its kind, and the observer it wraps (with that one's arguments);
+            # given to prepare_pt2e it fake-quantizes in PTQ too (version 6).
+            options["fake_quant"] = fake_quant
+            options["ptq_fake_quant"] = True
+            inner = kwargs.pop("observer", None)
+            observer_class = _DEFAULT_FAKE_QUANT_OBSERVER
+            if isinstance(inner, dict):
+                observer_class = inner.get("class", observer_class)
+                kwargs = {**(inner.get("kwargs") or {}), **kwargs}
+        # torchao's prepare passes the qspec's ch_axis only to a class named "PerChannel...": a
+        # fake-quantize's observer keeps its own axis (0) unless its arguments set one.
+        axis = kwargs.get("ch_axis", 0 if fake_quant is not None else qspec.get("ch_axis"))
         eps = kwargs.pop("eps", None)
         if eps is not None and float(eps) > _FLOAT_EPS:
             options["scale_min_lower_bound"] = float(eps)
@@ -402,14 +458,14 @@ class _Builder:
             kwargs.pop(key, None)
         if kwargs:
             self.gap(label, f"its {role} observer takes {sorted(kwargs)}, which no spec key sets")
-        observer, per_channel = _OBSERVERS.get(qspec["observer"], (None, False))
+        observer, per_channel = _OBSERVERS.get(observer_class, (None, False))
         if observer is None:
-            self.gap(label, f"its {role} observer {qspec['observer']} has no spec value")
+            self.gap(label, f"its {role} observer {observer_class} has no spec value")
         else:
             options["observer"] = observer
         if per_channel or "per_channel" in qscheme:
             options["granularity"] = "per_channel"
-            options["ch_axis"] = int(qspec.get("ch_axis") or 0)
+            options["ch_axis"] = int(axis or 0)
         return DTypeMapping.of(dtype, options)
 
     def gap(self, op: str, what: str) -> None:
@@ -429,6 +485,11 @@ def rewrite_gaps(rewritten: dict[str, tuple[int, int]]) -> list[Gap]:
         )
         gaps.append(Gap(op, what))
     return gaps
+
+
+def _qspecs_of(ops: list[dict[str, Any]]) -> str:
+    """The qspecs a unit's ops carry, as comparable text."""
+    return json.dumps([(o["inputs"], o["output"]) for o in ops], sort_keys=True)
 
 
 def _first_annotated(probed: dict[str, Any], key: str) -> tuple[str | None, list[dict[str, Any]]]:

@@ -1,8 +1,9 @@
 """The verification models: the shapes hand-written quantizers treat differently.
 
 A conv-bn-relu net, an MLP, a residual net with adds, a cat net whose inputs come from a
-quantized and a float producer, a pooling/activation net and a small transformer block. Each
-factory is deterministic and returns ``(model.eval(), example_inputs)``.
+quantized and a float producer, a pooling/activation net, a small transformer block and an
+embedding (integer indices). Each factory is deterministic and returns
+``(model.eval(), example_inputs)``.
 """
 
 from __future__ import annotations
@@ -96,6 +97,25 @@ class Block(nn.Module):
         return x + self.fc2(F.gelu(self.fc1(self.norm2(x))))
 
 
+class EmbeddingNet(nn.Module):
+    """Token ids -> an embedding table -> a Linear: a quantizer may quantize the table only
+    (weight-only, float qparams), the Linear only, or both."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(20, 16)
+        self.fc = nn.Linear(16, 8)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.fc(F.relu(self.embed(ids)))
+
+
+def _embedding() -> tuple[nn.Module, tuple]:
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(1)
+    return EmbeddingNet().eval(), (torch.randint(0, 20, (2, 6), generator=gen),)
+
+
 def _build(cls: Callable[[], nn.Module], *shape: int) -> tuple[nn.Module, tuple]:
     torch.manual_seed(0)
     model = cls().eval()
@@ -117,4 +137,5 @@ MODELS: dict[str, Callable[[], tuple[nn.Module, tuple]]] = {
     "cat": lambda: _build(CatNet, 2, 3, 8, 8),
     "pool_act": lambda: _build(PoolAct, 2, 3, 16, 16),
     "transformer": lambda: _build(Block, 2, 5, 16),
+    "embedding": _embedding,
 }

@@ -105,8 +105,9 @@ EXTRA_UNITS: tuple[tuple[str, tuple[str, ...], Any, tuple[int, ...]], ...] = (
 
 #: Ops of the table that are not worth a branch: they vanish or only move memory in place, or
 #: (batch_norm) leave a BatchNorm that no conv folds, for which ``convert_pt2e`` re-exports
-#: ~100 conv-bn QAT patterns (minutes) although nothing is folded.
-_SKIPPED_OPS = ("aten.detach", "aten.resize_", "aten.embedding", "aten.batch_norm")
+#: ~100 conv-bn QAT patterns (minutes) although nothing is folded. (``aten.embedding`` is
+#: probed, with integer indices: a quantizer may annotate its weight and nothing else.)
+_SKIPPED_OPS = ("aten.detach", "aten.resize_", "aten.batch_norm")
 
 
 @dataclass(frozen=True)
@@ -332,6 +333,9 @@ def _contexts(unit: Unit, widths: list[int]) -> tuple[str, ...]:
     """The contexts a unit is probed in: ``mixed`` only where it differs from ``pre`` (a
     second float input; :mod:`.infer` reads ``pre`` in its place otherwise)."""
     contexts = SPELLING_CONTEXTS if unit.spelling else CONTEXTS
+    if not any(width > 0 for width in widths):
+        # No float input (embedding's integer indices): no producer to put before it.
+        return tuple(c for c in contexts if c in ("alone", "post"))
     if not any(width > 0 for width in widths[1:]):
         contexts = tuple(c for c in contexts if c != "mixed")
     return contexts
@@ -380,11 +384,12 @@ def _width(tensor: Any) -> int:
     return 0
 
 
-def export_suite(parts: SuiteParts) -> Any:
-    """The suite's ExportedProgram (``.module()`` is the graph quantizers prepare)."""
+def export_suite(parts: SuiteParts, train: bool = False) -> Any:
+    """The suite's ExportedProgram (``.module()`` is the graph quantizers prepare); with
+    ``train``, of the models in training mode (what ``prepare_qat_pt2e`` takes)."""
     import warnings
 
-    suite = Suite(parts.modules, parts.arity).eval()
+    suite = Suite(parts.modules, parts.arity).train(train)
     with quiet(), torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return torch.export.export(suite, tuple(parts.inputs))
@@ -475,7 +480,7 @@ def read_annotations(graph_module: Any) -> dict[int, dict[str, Any]]:
     """Per probe branch: its op nodes' annotations, and those of its producer / consumer."""
     found: dict[int, dict[str, Any]] = {}
     for node in graph_module.graph.nodes:
-        if node.op != "call_function":
+        if node.op != "call_function" or _integer_valued(node):
             continue
         where = branch_of(node)
         if where is None or not where[1]:
@@ -485,6 +490,36 @@ def read_annotations(graph_module: Any) -> dict[int, dict[str, Any]]:
         found.setdefault(index, {"ops": [], "pre": [], "post": []})
         found[index]["ops" if part == "op" else part].append(entry)
     return found
+
+
+#: The fake-quantize classes (torchao's and torch.ao's) a QAT config's qspecs are built on.
+FAKE_QUANT_CLASSES = (
+    "FakeQuantize",
+    "FusedMovingAvgObsFakeQuantize",
+    "LearnableFakeQuantize",
+    "_LearnableFakeQuantize",
+)
+
+
+def only_fake_quants(snapshot: dict[int, dict[str, Any]]) -> bool:
+    """Whether the quantizer wrote some observed qspec and every one is a fake-quantize (a
+    QAT config: export then verifies in the QAT flow)."""
+    found = [
+        qspec["observer"]
+        for unit in snapshot.values()
+        for part in unit.values()
+        for op in part
+        for qspec in [*op["inputs"].values(), op["output"]]
+        if qspec is not None and qspec.get("kind") == "observed"
+    ]
+    return bool(found) and all(name in FAKE_QUANT_CLASSES for name in found)
+
+
+def _integer_valued(node: Any) -> bool:
+    """Whether a node computes an integer tensor (a training-mode BatchNorm's
+    ``num_batches_tracked.add_(1)``): no part of a unit a quantizer quantizes."""
+    value = node.meta.get("val")
+    return isinstance(value, torch.Tensor) and not value.is_floating_point()
 
 
 def by_context(snapshot: dict[int, dict[str, Any]], branches: list[Branch]) -> dict[str, Any]:
@@ -502,11 +537,19 @@ def describe_node(node: Any) -> dict[str, Any]:
     annotation = node.meta.get("quantization_annotation")
     positions = _arg_positions(node)
     inputs: dict[str, Any] = {}
-    kinds: dict[str, str] = {}
-    for position, arg in positions.items():
-        kinds[position] = "param" if arg.op == "get_attr" else "act"
+    kinds = {position: _kind(arg) for position, arg in positions.items()}
+    schema = getattr(node.target, "_schema", None)
+    arguments = [a.name for a in schema.arguments] if schema is not None else []
+    #: Where the schema's ``weight`` argument is (embedding's is its first).
+    weight = str(arguments.index("weight")) if "weight" in arguments else "1"
     if annotation is None:
-        return {"annotated": False, "inputs": {}, "kinds": kinds, "output": None}
+        return {
+            "annotated": False,
+            "inputs": {},
+            "kinds": kinds,
+            "output": None,
+            "weight": weight,
+        }
     for arg, qspec in annotation.input_qspec_map.items():
         position = next((p for p, a in positions.items() if a is arg), "?")
         inputs[position] = describe_qspec(qspec, node, positions)
@@ -515,7 +558,18 @@ def describe_node(node: Any) -> dict[str, Any]:
         "inputs": inputs,
         "kinds": kinds,
         "output": describe_qspec(annotation.output_qspec, node, positions),
+        "weight": weight,
     }
+
+
+def _kind(arg: Any) -> str:
+    """``param`` (a get_attr), ``index`` (an integer tensor: embedding's indices) or ``act``."""
+    if arg.op == "get_attr":
+        return "param"
+    value = arg.meta.get("val")
+    if isinstance(value, torch.Tensor) and not value.is_floating_point():
+        return "index"
+    return "act"
 
 
 def _arg_positions(node: Any) -> dict[str, Any]:
@@ -568,6 +622,11 @@ def describe_qspec(qspec: Any, node: Any, positions: dict[str, Any]) -> dict[str
         "observer": observer,
         "kwargs": kwargs,
     }
+
+
+def constructor_name(ctr: Any) -> str:
+    """The class an observer / fake-quantize constructor builds."""
+    return _constructor(ctr)[0]
 
 
 def _constructor(ctr: Any) -> tuple[str, dict[str, Any]]:

@@ -47,14 +47,28 @@ class BranchResult:
         return not self.differences and self.outputs_equal
 
 
-def run(exported: Any, quantizer: Any, inputs: tuple, converted: set[int] | None = None) -> Run:
+def run(
+    exported: Any,
+    quantizer: Any,
+    inputs: tuple,
+    converted: set[int] | None = None,
+    qat: bool = False,
+) -> Run:
     """prepare, calibrate and convert a copy of ``exported`` with ``quantizer``.
 
     Only the branches in ``converted`` (all when ``None``) are calibrated and converted; the
     others are compared as prepared (:func:`observers`), which decides their q/dq placement
     and qparams as well: calibrating and converting the hundreds of small probes was most of an
-    export's time (a histogram observer's qparams search costs milliseconds each)."""
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+    export's time (a histogram observer's qparams search costs milliseconds each).
+
+    With ``qat`` (a suite exported in training mode) it is ``prepare_qat_pt2e``, training-mode
+    forward passes, then ``move_exported_model_to_eval`` before ``convert_pt2e``."""
+    from torchao.quantization.pt2e import move_exported_model_to_eval
+    from torchao.quantization.pt2e.quantize_pt2e import (
+        convert_pt2e,
+        prepare_pt2e,
+        prepare_qat_pt2e,
+    )
 
     from backend_spec.pt2e.compare import placement
     from backend_spec.pt2e.flows import calibration
@@ -62,12 +76,15 @@ def run(exported: Any, quantizer: Any, inputs: tuple, converted: set[int] | None
     try:
         with quiet(), torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            prepared = prepare_pt2e(copy.deepcopy(exported), quantizer)
+            prepare = prepare_qat_pt2e if qat else prepare_pt2e
+            prepared = prepare(copy.deepcopy(exported), quantizer)
             observed = observers(prepared, exported)
             if converted is not None:
                 _keep_branches(prepared, converted)
             for batch in calibration(inputs, BATCHES):
                 prepared(*batch)
+            if qat:
+                move_exported_model_to_eval(prepared)
             quantized = convert_pt2e(prepared, fold_quantize=False)
             outputs = quantized(*inputs)
     except Exception as exc:  # noqa: BLE001 - a quantizer that crashes is a finding, not a bug
@@ -159,7 +176,7 @@ def _settings(module: Any) -> str:
 
 #: Quantizer runs spent finding the branches a quantizer fails on, at most (then the export
 #: gives up with the quantizer's error): a quantizer that fails everywhere is not bisected.
-MAX_ISOLATION_RUNS = 24
+MAX_ISOLATION_RUNS = 40
 
 
 def without(exported: Any, dropped: set[int]) -> Any:
@@ -181,22 +198,34 @@ def without(exported: Any, dropped: set[int]) -> Any:
     return module
 
 
-def failing_branches(exported: Any, factory: Any, inputs: tuple, count: int) -> set[int] | None:
+def failing_branches(
+    exported: Any,
+    factory: Any,
+    inputs: tuple,
+    count: int,
+    qat: bool = False,
+    groups: list[list[int]] | None = None,
+) -> set[int] | None:
     """The branches (of ``count``, which fail together) that ``factory()``'s quantizer fails
     on, found by halving; ``None`` when that takes more than :data:`MAX_ISOLATION_RUNS` runs.
 
-    A failing chunk is split in two and its first half run; when that half runs clean, the
-    failure is in the second half, which is split without a run of its own. (Two branches
-    that fail only together then leave out the later one: what remains runs.)"""
+    ``groups`` (default: each branch alone) are halved as units: the probes of one op in
+    every context are one group, so a quantizer that fails on an op (OpenVINO's per-channel
+    observer on a LayerNorm bias) costs one descent, not one per context. A failing chunk is
+    split in two and its first half run; when that half runs clean, the failure is in the
+    second half, which is split without a run of its own. (Two groups that fail only
+    together then leave out the later one: what remains runs.)"""
+    groups = groups if groups is not None else [[index] for index in range(count)]
     failing: set[int] = set()
-    pending = [(list(range(count)), True)]  # (chunk, known to fail)
+    pending = [(list(range(len(groups))), True)]  # (chunk of group indices, known to fail)
     runs = 0
 
     def fails(chunk: list[int]) -> bool:
         nonlocal runs
         runs += 1
-        module = without(exported, set(range(count)) - set(chunk))
-        return bool(run(module, factory(), inputs).error)
+        kept = {branch for group in chunk for branch in groups[group]}
+        module = without(exported, set(range(count)) - kept)
+        return bool(run(module, factory(), inputs, qat=qat).error)
 
     while pending:
         chunk, known = pending.pop()
@@ -206,7 +235,7 @@ def failing_branches(exported: Any, factory: Any, inputs: tuple, count: int) -> 
             if not fails(chunk):
                 continue
         if len(chunk) == 1:
-            failing.update(chunk)
+            failing.update(groups[chunk[0]])
             continue
         first, second = chunk[: len(chunk) // 2], chunk[len(chunk) // 2 :]
         if runs >= MAX_ISOLATION_RUNS:
