@@ -78,3 +78,7 @@ def main() -> int:
         ratio(f"export of {factory.__name__}", seconds / BUDGET_SECONDS, "the 60 s budget", 1.0)
         ratio(f"export of {factory.__name__}, suite building", suite / seconds, "the export")
     return exit_code()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
