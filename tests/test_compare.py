@@ -131,6 +131,7 @@ def test_describe_lists_every_dtype_field() -> None:
         # the version 2 observer keys, unset on torch's own objects
         **dict.fromkeys(("observer", "qscheme", "granularity", "ch_axis", "reduce_range")),
         "fake_quant": None,
+        "ptq_fake_quant": None,
     }
     # dtypes as a spec writes them (backend_spec.names.dtypes.dtype_name): float32 is "float"
     assert weighted["bias_dtype"] == "float" and weighted["is_dynamic"] is None

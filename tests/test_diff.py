@@ -118,7 +118,7 @@ def test_misuse_and_bad_specs(tmp_path: Path) -> None:
 # -- version 2 keys: the whole form is compared -------------------------------------------------
 
 V2_BASE = """\
-spec_version: 5
+spec_version: 6
 name: npu
 dtype_configs:
   act:
@@ -159,6 +159,8 @@ V2_CASES = {
     # version 5
     "input_observer": ("    dtype_configs: [act]", "upstream", "own"),
     "producers": ("    dtype_configs: [act]", "join", "split"),
+    # version 6
+    "ptq_fake_quant": ("input_dtype: {dtype: quint8", "true", "false"),
 }
 
 

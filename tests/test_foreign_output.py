@@ -89,9 +89,11 @@ def test_export_of_a_noisy_quantizer_shows_one_note_instead_of_its_lines(tmp_pat
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         check=False,
     )
-    assert done.returncode == 0, done.stderr[-2000:]
+    # it annotates nothing, so nothing verifies its spec: refused, and nothing is written
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "not verified" in done.stderr
     assert "noise at import" not in done.stdout + done.stderr.split("note:", 1)[0]
     assert "C noise" not in done.stdout
     [note] = [line for line in done.stderr.splitlines() if "of its own" in line]
     assert "first: noise at import; annotating \\x1b[2J" in note and "\x1b" not in note
-    assert out.exists()
+    assert not out.exists()
