@@ -4,6 +4,7 @@ an unreachable index costs one retry. Read from ``make -n`` (nothing is run or i
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,6 +13,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+# Run from ``make test TORCH=2.14.1``, the outer make hands its command-line variables to every
+# make below it (MAKEFLAGS), and those would override the assignments under test.
+_OUTER_MAKE = frozenset(
+    {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "TORCH", "TORCH_INDEX", "VENV"}
+)
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 
@@ -19,9 +25,11 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is no
 def _recipe(tmp_path: Path, *assignments: str) -> list[str]:
     """The commands ``make`` would run to build a venv at ``tmp_path`` (dry run)."""
     venv = tmp_path / "venv"
+    env = {key: value for key, value in os.environ.items() if key not in _OUTER_MAKE}
     done = subprocess.run(
         ["make", "-n", "-B", f"VENV={venv}", *assignments, f"{venv}/.installed"],
         cwd=ROOT,
+        env=env,
         capture_output=True,
         text=True,
         timeout=60,
