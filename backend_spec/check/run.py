@@ -20,6 +20,7 @@ from backend_spec._torch import BackendConfig, quiet, torch
 from backend_spec.analysis.qconfigs import kernels_for, qconfig_mapping
 from backend_spec.check import blame, graphs, parallel
 from backend_spec.check.cases import (
+    Case,
     build_cases,
     check_case,
     full_exc,
@@ -28,7 +29,7 @@ from backend_spec.check.cases import (
     sqnr_db,
 )
 from backend_spec.check.engines import engine_for, using_engine
-from backend_spec.check.results import CheckReport, ModelResult
+from backend_spec.check.results import CheckReport, ModelResult, PatternResult
 from backend_spec.check.signature import converted_signature, prepared_signature
 from backend_spec.names.dtypes import dtype_names, fx_quantized_twin, to_dtype
 
@@ -331,12 +332,37 @@ def run_check(
         for case in cases:
             report.patterns.append(check_case(case))
             advance(case.label)
+    mark_inherited(report, cases, engine)
     for name, factory in model_list:
         report.models.append(check_model(name, factory, backend_config, engine))
         advance(name)
     _fallback_note(report)
     report.seconds = time.perf_counter() - start
     return report
+
+
+def mark_inherited(report: CheckReport, cases: Sequence[Case], engine: str) -> None:
+    """Mark the cases that are torch's, not the spec's (:attr:`PatternResult.inherited`): the
+    case's entry came unchanged from a built-in (its origin is ``torch:NAME``), and the same
+    case run on that built-in itself ends the same way. The rerun is the evidence: a case the
+    spec's own edits broke (a removed partner entry, say) passes there and stays a failure."""
+    from backend_spec.compiler.backends import load_backend
+    from backend_spec.ir.lower import entries_of
+
+    by_key = {case.key: case for case in cases}
+    suspects: dict[str, list[PatternResult]] = {}
+    for result in report.patterns:
+        case = by_key.get(result.key)
+        if result.status == "pass" or case is None:
+            continue
+        source = entries_of(case.backend_config)(case.config).origin.source
+        if source.startswith("torch:"):
+            suspects.setdefault(source, []).append(result)
+    for source, results in suspects.items():
+        base = {c.key: c for c in build_cases(load_backend(source.removeprefix("torch:")), engine)}
+        for result in results:
+            if result.key in base and check_case(base[result.key]).status == result.status:
+                result.inherited = source
 
 
 def _fallback_note(report: CheckReport) -> None:

@@ -46,10 +46,13 @@ _CASE_HEADERS = ("pattern", "case", "status", "dB", "reason")
 _MODEL_HEADERS = ("model", "status", "quantized", "dB", "ms fp32/q", "reason")
 
 
-def case_rows(report: CheckReport, verbose: bool = False) -> list[list[Cell]]:
-    """Failing and skipped cases (all of them when ``verbose``), one row each."""
+def case_rows(report: CheckReport, verbose: bool = False, inherited: str = "") -> list[list[Cell]]:
+    """Failing and skipped cases (all of them when ``verbose``), one row each: the spec's own,
+    or those ``inherited`` from that built-in (see :attr:`PatternResult.inherited`)."""
     rows: list[list[Cell]] = []
     for r in report.patterns:
+        if r.inherited != inherited:
+            continue
         if verbose or r.status != "pass":
             sqnr = _db(r.sqnr_db) + ("*" if r.reference_fallback else "")
             rows.append([r.pattern, _case_text(r), _status(r.status), sqnr, r.reason])
@@ -75,9 +78,13 @@ def summary_line(report: CheckReport) -> str:
     return (
         f"{report.exercised()} of {len(report.patterns)} cases (pattern × DTypeConfig, QAT, "
         f"fusion) of {patterns} patterns exercised: {counts['pass']} passed, {counts['fail']} "
-        f"failed, {counts['skip']} skipped; {model_failures} of {len(report.models)} models "
-        f"failed; {report.seconds:.1f} s"
+        f"failed, {counts['skip']} skipped{_inherited_count(counts['inherited'])}; "
+        f"{model_failures} of {len(report.models)} models failed; {report.seconds:.1f} s"
     )
+
+
+def _inherited_count(count: int) -> str:
+    return f" ({count} more fail or skip as in torch's own backend)" if count else ""
 
 
 def golden_line(report: CheckReport, golden: str | os.PathLike[str], *, written: bool) -> str:
@@ -101,12 +108,18 @@ def print_text(
     if cases:
         title = f"cases of {report.backend} on {report.engine}"
         print_table(console, title, _CASE_HEADERS, cases)
+    for source in dict.fromkeys(r.inherited for r in report.patterns if r.inherited):
+        title = (
+            f"inherited unchanged from {source}, which fails or skips them the same way "
+            "(torch's, not this spec's: `remove` an entry to drop it, or write it to own it)"
+        )
+        print_table(console, title, _CASE_HEADERS, case_rows(report, verbose, source))
     hints = list(dict.fromkeys(r.hint for r in report.patterns if r.hint))
     if hints:
         console.print("to exercise the skipped cases, add to patterns:", highlight=False)
     for line in (line for hint in hints for line in hint.splitlines()):
         console.print(user_text(f"  {line}"), highlight=False, soft_wrap=True)
-    passing = report.counts()["pass"]
+    passing = sum(r.status == "pass" and not r.inherited for r in report.patterns)
     if not verbose and passing:
         console.print(f"{passing} passing cases not listed (--verbose lists them)")
     if report.models:
