@@ -75,13 +75,19 @@ def write_golden(
     write_atomic(path, json.dumps(document, indent=1, sort_keys=True) + "\n")
 
 
-def read_golden(path: str | os.PathLike[str]) -> dict:
-    """A golden file's content; ValueError for unreadable files and other versions."""
+def load_golden_json(path: str | os.PathLike[str]) -> Any:
+    """The JSON of a golden file (of the check or of lowering); ValueError, one line, for a
+    file that cannot be read or parsed."""
     try:
         with open(path, encoding="utf-8") as handle:
-            golden = json.load(handle)
+            return json.load(handle)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"{os.fspath(path)}: not a readable golden file: {exc}") from None
+
+
+def read_golden(path: str | os.PathLike[str]) -> dict:
+    """A golden file's content; ValueError for unreadable files and other versions."""
+    golden = load_golden_json(path)
     if not isinstance(golden, dict) or golden.get("version") != GOLDEN_VERSION:
         found = golden.get("version") if isinstance(golden, dict) else None
         raise ValueError(

@@ -13,6 +13,7 @@ import json
 import os
 from typing import Any
 
+from backend_spec.check.golden import load_golden_json
 from backend_spec.files import write_atomic
 from backend_spec.lower.results import LowerReport, ModelResult
 
@@ -47,11 +48,7 @@ def write(report: LowerReport, path: str | os.PathLike[str]) -> None:
 
 def read(path: str | os.PathLike[str], target: str) -> dict[str, Any]:
     """A lowering golden of ``target``; ValueError for anything else."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            golden = json.load(handle)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{os.fspath(path)}: not a readable golden file: {exc}") from None
+    golden = load_golden_json(path)
     if not isinstance(golden, dict) or golden.get("kind") != KIND:
         raise ValueError(
             f"{os.fspath(path)}: not a lowering golden (re-create it with --lower "
