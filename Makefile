@@ -48,7 +48,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m ruff check backend_spec tests benchmarks cli.py
-	$(PY) -m pytest -n 2 -q
+	$(PY) -m pytest -n 2 -q --durations=15
 
 lint: $(STAMP)
 	$(PY) -m ruff check backend_spec tests benchmarks cli.py

@@ -98,6 +98,22 @@ CASES = {
         first=("BS522", 5, 15),
         words=["qint8"],
     ),
+    # a fuser named as a factory call: the function itself, so the hint drops `call`
+    "fuser-called-as-factory": dict(
+        text="spec_version: 2\nname: x\npatterns:\n  - pattern: [nn.Conv2d, nn.BatchNorm2d]\n"
+        "    fuser_method: {call: fuse_conv_bn}\n",
+        command="compile",
+        first=("BS305", 5, 26),
+        words=["fuse_conv_bn(is_qat, conv, bn)", "'fuser_method: fuse_conv_bn' without call"],
+    ),
+    # a factory missing its arguments keeps the plain hint
+    "factory-without-its-arguments": dict(
+        text="spec_version: 2\nname: x\npatterns:\n  - pattern: [nn.Conv2d, nn.ReLU]\n"
+        "    fuser_method: {call: get_fuser_method_new}\n",
+        command="compile",
+        first=("BS305", 5, 26),
+        words=["check the arguments"],
+    ),
 }
 
 _UNKNOWN = re.compile(r"unknown key '([^']*)'")

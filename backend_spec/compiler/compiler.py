@@ -272,7 +272,7 @@ class Compiler:
                 (*path, "call"),
                 codes.FACTORY_REFUSED,
                 f"calling '{value.call}' failed: {type(exc).__name__}: {exc}",
-                "check the arguments against the factory's signature",
+                _call_hint(path, value, factory, arity),
             )
             return None
         if not callable(result):
@@ -482,6 +482,22 @@ def _ir_value(kind: FieldKind, value: Any) -> Any:
     if kind in (FieldKind.OBSERVATION_TYPE_MAP, FieldKind.INDEX_MAP):
         return tuple(value.items())
     return value
+
+
+def _call_hint(path: KeyPath, value: FunctionForm, factory: Any, arity: int) -> str:
+    """The fix for a factory call that failed: when it was called with no arguments and takes
+    what the field's function takes (a fuser: ``is_qat`` and one module per op), it is most
+    likely that function itself, named in the wrong form."""
+    if value.args or value.kwargs or not _takes(factory, 1 + arity):
+        return "check the arguments against the factory's signature"
+    try:
+        signature = f"{value.call}{inspect.signature(factory)}"
+    except (TypeError, ValueError):
+        signature = str(value.call)
+    return (
+        f"{signature} looks like the function itself, not a factory of one: write "
+        f"'{path[-1]}: {value.call}' without call (a factory gets its arguments from args:)"
+    )
 
 
 def _takes(fn: Any, count: int) -> bool:
