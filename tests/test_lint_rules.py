@@ -36,8 +36,10 @@ def assert_rule_positions(
     rule: str,
     expected: list[list[int]] | list[tuple[int, int]],
     allow: tuple[str, ...] = (),
+    says: tuple[str, ...] = (),
 ) -> None:
-    """``text`` loads without loader errors, and ``rule`` reports exactly at ``expected``."""
+    """``text`` loads without loader errors, and ``rule`` reports exactly at ``expected``,
+    each message saying every text of ``says``."""
     found = lint_snippet(folder, text, rule, allow=allow)
     loader = [str(d) for d in found if d.code.startswith(LOADER_PREFIXES)]
     assert not loader, f"the snippet itself does not load: {loader}"
@@ -45,6 +47,7 @@ def assert_rule_positions(
     assert not others, f"other codes reported: {others}"
     positions = [[d.line, d.column] for d in found]
     assert positions == [list(p) for p in expected], "\n".join(str(d) for d in found)
+    assert all(text in d.message for d in found for text in says), [d.message for d in found]
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -60,16 +63,22 @@ def _cases() -> list[Any]:
                 expected = case.get("expected", []) if kind == "fail" else []
                 case_id = f"{path.stem}:{kind}:{case['name']}"
                 allow = tuple(case.get("allow_imports", ()))
-                param = (data["rule"], case["spec"], expected, allow)
+                says = tuple(case.get("says", ()))
+                param = (data["rule"], case["spec"], expected, allow, says)
                 cases.append(pytest.param(*param, id=case_id))
     return cases
 
 
-@pytest.mark.parametrize(("rule", "spec", "expected", "allow"), _cases())
+@pytest.mark.parametrize(("rule", "spec", "expected", "allow", "says"), _cases())
 def test_rule_case(
-    tmp_path: Path, rule: str, spec: str, expected: list[list[int]], allow: tuple[str, ...]
+    tmp_path: Path,
+    rule: str,
+    spec: str,
+    expected: list[list[int]],
+    allow: tuple[str, ...],
+    says: tuple[str, ...],
 ) -> None:
-    assert_rule_positions(tmp_path, spec, rule, expected, allow)
+    assert_rule_positions(tmp_path, spec, rule, expected, allow, says)
 
 
 def test_every_rule_has_a_fixture_with_fail_and_pass_cases() -> None:
