@@ -518,3 +518,32 @@ def test_a_model_does_not_pass_while_its_ops_fail_for_their_dtype(
     assert model.status == model_status, model.reason
     if model_status == "fail":
         assert "observed as uint8" in model.reason and "quint8" in model.reason
+
+
+SIGMOID_SPEC = """\
+name: fixed
+patterns:
+  - pattern: nn.Sigmoid
+    dtype_configs:
+      - input_dtype: {input}
+        output_dtype: {{dtype: quint8, scale_exact_match: 0.00390625, zero_point_exact_match: 0}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("input_dtype", "status"),
+    [
+        ("quint8", "fail"),
+        ("{dtype: quint8, scale_exact_match: 0.00390625, zero_point_exact_match: 0}", "pass"),
+    ],
+    ids=["input left open", "input states the fixed qparams"],
+)
+def test_a_fixed_qparams_input_clipping_the_data_is_said(tmp_path, input_dtype, status) -> None:
+    """FX observes a fixed-qparams op's input with the output's fixed observer where no producer
+    observes it; a low SQNR from that clipping says so instead of a bare figure."""
+    spec = tmp_path / "fixed.yaml"
+    spec.write_text(SIGMOID_SPEC.format(input=input_dtype), encoding="utf-8")
+    (result,) = run_check(spec, models=[]).patterns
+    assert result.status == status, result.reason
+    clipped = "its input is observed with the output's fixed qparams (range [0, 0.996094]"
+    assert (clipped in result.detail) == (status == "fail"), result.detail

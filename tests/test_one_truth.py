@@ -53,6 +53,20 @@ def test_a_torch_lowering_crash_names_the_entries_and_does_not_fail() -> None:
     assert result.sqnr_db is not None and result.sqnr_db > 20
 
 
+def test_a_quantize_fed_a_tensor_torch_already_quantized_is_a_torch_limit() -> None:
+    """The failing node is one convert_fx made (a quantize of hswish's output for the ops that
+    read it quantized): still traced to the unclaimed op torch lowered."""
+    bc = backend_spec.load(NEW_USER / "npu2.yaml")
+    result = check_model("depthwise_hardswish", zoo.depthwise_hardswish, bc, "x86")
+    assert (result.status, result.torch_limit) == ("pass", True), result.reason
+    assert re.match(
+        r"torch limitation, not the spec: quantize_per_tensor_\d+ \(torch.quantize_per_tensor, "
+        r"made by convert_fx\) fails with inputs hswish \(quantized quint8",
+        result.reason,
+    ), result.reason
+    assert "pw (nn.Conv2d, spec line 18), gate (nn.Sigmoid, spec line 40) read it" in result.reason
+
+
 def test_a_crash_of_the_spec_names_the_entry_line_and_fails() -> None:
     bc = backend_spec.load(QUINT8_WEIGHTS)
     result = check_model("conv2d_bn_relu", zoo.conv2d_bn_relu, bc, "x86")

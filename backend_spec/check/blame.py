@@ -269,15 +269,20 @@ def blame(
     seen = ", ".join(_value_text(arg, value, claims) for arg, value in inputs)
     takes = f" with inputs {seen}" if seen else ""
     name = failed.name
-    if name not in claims.nodes:
-        return Blame(f"{name} ({failed.target}) fails{takes}", torch_limit=False)
-    if claims.claimed(name):
+    if name in claims.nodes and claims.claimed(name):
         on = f" on {engine}" if engine else ""
         return Blame(f"{_claimed(claims, name)} fails{on}{takes}", torch_limit=False)
+    # An op the spec leaves float, or a node convert_fx made (a quantize fed a tensor that is
+    # already quantized): either way, where did the quantized input come from?
+    subject = (
+        claims.describe(name)
+        if name in claims.nodes
+        else f"{name} ({object_label(failed.target)}, made by convert_fx)"
+    )
     quantized = [arg for arg, value in inputs if _is_quantized(value)]
     origin = _origin(quantized[0], values, claims) if quantized else None
     if origin is None:
-        return Blame(f"{claims.describe(name)} fails{takes}", torch_limit=False)
+        return Blame(f"{subject} fails{takes}", torch_limit=False)
     users = _quantizing_users(origin.name, claims)
     sharing = [user for user in users if claims.shares_across(user)]
     if sharing:
@@ -285,14 +290,14 @@ def blame(
             f"{claims.describe(sharing[0])} shares one observer across the tensors it joins, "
             f"so FX quantizes its input {origin.name}, which the spec leaves float "
             f"({claims.label(origin.name)} has no entry); convert_fx then runs "
-            f"{origin.name} on quantized tensors, and {claims.describe(name)} fails{takes}",
+            f"{origin.name} on quantized tensors, and {subject} fails{takes}",
             torch_limit=False,
         )
     because = ", ".join(claims.describe(user) for user in users)
     return Blame(
-        f"torch limitation, not the spec: {claims.describe(name)} fails{takes}: convert_fx "
+        f"torch limitation, not the spec: {subject} fails{takes}: convert_fx "
         f"lowered {claims.describe(origin.name)} to run on quantized tensors"
-        + (f" because {because} reads it quantized" if because else "")
+        + (f" because {because} read{'s' * (len(users) == 1)} it quantized" if because else "")
         + ", and the quantized tensor reached ops the spec leaves float",
         torch_limit=True,
     )

@@ -165,6 +165,8 @@ class Case:
     engine: str
     #: Filled in as the stages run, so a failing case still records what it produced.
     signature: Signature = field(default_factory=dict)
+    #: What the spec does that costs accuracy, said with a low SQNR (see :func:`_clipped_input`).
+    accuracy_note: str = ""
 
     @property
     def config(self) -> Any:
@@ -316,6 +318,9 @@ def _finish(
         if sqnr is not None and result.kind != "fusion" and sqnr < bar:
             result.status = "fail"
             result.reason = f"SQNR {sqnr:.1f} dB < {bar:.0f} dB"
+            if case.accuracy_note:
+                result.detail = f"{result.reason}: {case.accuracy_note}"
+                result.reason = shorten(result.detail)
     result.signature = case.signature
     return result
 
@@ -406,6 +411,7 @@ def run_fx_case(case: Case, kind: str) -> tuple[float | None, bool]:
     case.signature.update(prepared_signature(prepared))
     not_observed = config.observation_type == ObservationType.INPUT_OUTPUT_NOT_OBSERVED
     first, last = _locate(prepared, synth)
+    case.accuracy_note = _clipped_input(prepared, first, synth)
     _verify_prepared_modules(case, prepared, first, qat)
     _verify_observed(prepared, first, last, kind, not_observed)
     reference = _stage(
@@ -488,6 +494,32 @@ def _locate(gm: Any, synth: Synthesized) -> tuple[Any, Any]:
         raise PatternFailure("the pattern's first op is not in the graph")
     last = next(nodes for nodes in reversed(found) if nodes)
     return found[0][0], last[-1]
+
+
+def _clipped_input(prepared: Any, first: Any, synth: Synthesized) -> str:
+    """The input of a fixed-qparams op observed with fixed qparams whose range the data leaves
+    ("" otherwise). FX observes such an op's input with its QConfig's activation, the output's
+    fixed observer, wherever no producer observes it: a sigmoid after a float op (or a model
+    input) sees its input clipped to [0, 1)."""
+    values = [t for t in synth.example_inputs if isinstance(t, torch.Tensor)]
+    floats = [t for t in values if t.is_floating_point() and t.numel()]
+    if not floats:
+        return ""
+    low, high = min(float(t.min()) for t in floats), max(float(t.max()) for t in floats)
+    for arg in graphs.tensor_args(first):
+        observer = _module_at(prepared, arg)
+        if type(observer).__name__ not in ("FixedQParamsObserver", "FixedQParamsFakeQuantize"):
+            continue
+        scale, zero = float(observer.scale), int(observer.zero_point)
+        lo, hi = (observer.quant_min - zero) * scale, (observer.quant_max - zero) * scale
+        if low < lo or high > hi:
+            return (
+                f"its input is observed with the output's fixed qparams (range [{lo:g}, "
+                f"{hi:g}]; inputs here span [{low:.3g}, {high:.3g}]): FX does so wherever no "
+                "producer observes the input, so the input is clipped. Give input_dtype the "
+                "same fixed qparams to state it, and quantize the producer in models"
+            )
+    return ""
 
 
 def _module_at(gm: Any, node: Any) -> torch.nn.Module | None:
