@@ -168,3 +168,48 @@ def test_xnnpack_with_linear_left_float_exports_and_matches_unseen_models(tmp_pa
     assert "nn.Linear" not in text and "F.linear" not in text
     models = _hidden_models("resnet18_net", "functional", "transformer", "pool_act", "cat_groups")
     assert _matches(out, _fixture("xnnpack_float_linear"), models) == []
+
+
+# --- dynamic propagation --------------------------------------------------------------------
+
+DYNAMIC = {**ACT, "observer": "PlaceholderObserver", "is_dynamic": True}
+WEIGHT = {
+    **ACT,
+    "dtype": "int8",
+    "quant_min": -128,
+    "quant_max": 127,
+    "qscheme": "per_channel_symmetric",
+    "ch_axis": 0,
+    "observer": "PerChannelMinMaxObserver",
+}
+
+
+@pytest.mark.parametrize("propagates", [True, False], ids=["x86_dynamic", "anchors_only"])
+def test_dynamic_propagation_through_a_pool_is_a_gap_naming_the_pool(propagates):
+    """X86's dynamic config quantizes a pool after a dynamic conv with the dynamic qspec (its
+    output shared): the format's dynamic dtype configs have a float output, so the export
+    names that construct on the pool. A quantizer that quantizes nothing after a dynamic
+    anchor (dynamic XNNPACK) has no such gap."""
+    conv = {
+        "target": "aten.conv2d.default",
+        "inputs": {"0": DYNAMIC, "1": WEIGHT},
+        "kinds": {"0": "act", "1": "param"},
+        "output": None,
+    }
+    pool = _op("aten.max_pool2d.default", {"0": DYNAMIC} if propagates else {})
+    if propagates:
+        pool["output"] = {"kind": "shared", "with": "input:0"}
+    probed = {
+        "alone": {
+            "aten.conv2d.default": _unit([conv]),
+            "aten.max_pool2d.default": _unit([_op("aten.max_pool2d.default", {})]),
+        },
+        "pre": {"aten.max_pool2d.default": _unit([pool])},
+    }
+    names = {"aten.conv2d.default": ("nn.Conv2d",), "aten.max_pool2d.default": ("F.max_pool2d",)}
+    gaps = [(gap.op, gap.what) for gap in infer(probed, names, "t").gaps]
+    if propagates:
+        ((op, what),) = gaps
+        assert op == "aten.max_pool2d.default" and what.startswith("dynamic propagation")
+    else:
+        assert gaps == []

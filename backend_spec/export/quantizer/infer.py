@@ -111,6 +111,8 @@ def infer(
     builder.graph_inputs(list(graph_inputs))
     builder.upstream = _upstream_readers(probed)
     builder.own_with_a_scalar = _own_with_a_scalar(probed)
+    for op in sorted(_dynamic_propagation(probed)):
+        builder.gap(op, _DYNAMIC_PROPAGATION)
     fusions = []
     spellings: dict[str, list[str]] = {}
     for key, names in unit_names.items():
@@ -598,6 +600,30 @@ def _own_with_a_scalar(probed: dict[str, Any]) -> set[str]:
             output = ops[0]["output"]
             if output is not None and output.get("kind") == "observed":
                 found.add(ops[0]["target"])
+    return found
+
+
+#: Why :func:`_dynamic_propagation`'s ops cannot be written (what the export report names).
+_DYNAMIC_PROPAGATION = (
+    "dynamic propagation: it is quantized with a dynamic qspec only after a quantized "
+    "producer, its output sharing its input (X86's dynamic config through pools and cat); "
+    "the format's dynamic dtype configs have a float output and a dynamic producer's float "
+    "output never counts as quantized"
+)
+
+
+def _dynamic_propagation(probed: dict[str, Any]) -> set[str]:
+    """The single ops, float alone, that are quantized with a dynamic input qspec after a
+    quantized producer: dynamic qspecs propagate through them (X86's dynamic config through
+    pools and cat), which no spec entry can say."""
+    alone = probed.get("alone") or {}
+    found = set()
+    for key, unit in (probed.get("pre") or {}).items():
+        ops = unit.get("ops", [])
+        if len(ops) != 1 or _annotated(alone.get(key, {}).get("ops", [])):
+            continue
+        if any(q and q.get("is_dynamic") for q in ops[0]["inputs"].values()):
+            found.add(ops[0]["target"])
     return found
 
 
