@@ -329,7 +329,7 @@ def _static(probed: dict[str, Any], key: str) -> bool:
 
 def _undetermined(probed: dict[str, Any]) -> set[str]:
     """The single-op units (spellings included) the quantizer annotated in no context."""
-    from backend_spec.export.quantizer.infer import _annotated
+    from backend_spec.export.quantizer.infer import annotated
 
     keys = {key for units in probed.values() for key in units}
     return {
@@ -337,7 +337,7 @@ def _undetermined(probed: dict[str, Any]) -> set[str]:
         for key in keys
         if ">" not in key
         and "#" not in key
-        and not any(_annotated((units.get(key) or {}).get("ops", [])) for units in probed.values())
+        and not any(annotated((units.get(key) or {}).get("ops", [])) for units in probed.values())
     }
 
 

@@ -266,7 +266,7 @@ class _Builder:
         if len(ops) < 2 or len(ops) != len(names):
             return
         alone = (probed.get("alone") or {}).get(ops[0]["target"], {}).get("ops", [])
-        if not _annotated(alone):
+        if not annotated(alone):
             return
         targets = [o["target"] for o in ops]
         chain_key = ">".join(targets)
@@ -511,7 +511,8 @@ def _first_annotated(probed: dict[str, Any], key: str) -> tuple[str | None, list
 _DEFAULTS = {key: values[0] for key, values in POLICY_VALUES.items()}
 
 
-def _annotated(ops: list[dict[str, Any]]) -> bool:
+def annotated(ops: list[dict[str, Any]]) -> bool:
+    """Whether any of the ops carries a qspec (on an input or its output)."""
     return any(
         any(v is not None for v in o["inputs"].values()) or o["output"] is not None for o in ops
     )
@@ -529,7 +530,7 @@ def _quantize_policy(probed: dict[str, Any], key: str, context: str) -> str:
     if found is None:
         found = (probed.get("pre") or {}).get(key, {})
     mixed = found.get("ops", [])
-    return "if_input_quantized" if _annotated(mixed) else "if_all_inputs_quantized"
+    return "if_input_quantized" if annotated(mixed) else "if_all_inputs_quantized"
 
 
 def _fused_with_producer(probed: dict[str, Any], key: str, context: str) -> bool:
@@ -553,10 +554,10 @@ def _variant_policy(probed: dict[str, Any], key: str) -> dict[str, str]:
     scalar = alone.get(f"{key}#scalar", {}).get("ops", [])
     if any(o["inputs"].get("1") is not None for o in scalar):
         policy["scalars"] = "tensor"
-    base = _annotated(alone.get(key, {}).get("ops", []))
+    base = annotated(alone.get(key, {}).get("ops", []))
     broadcast = alone.get(f"{key}#broadcast", {}).get("ops", [])
-    scalar_float = f"{key}#scalar" in alone and not _annotated(scalar)
-    if base and not _annotated(broadcast) and f"{key}#broadcast" in alone:
+    scalar_float = f"{key}#scalar" in alone and not annotated(scalar)
+    if base and not annotated(broadcast) and f"{key}#broadcast" in alone:
         policy["input_shapes"] = "equal"
     elif base and scalar_float:
         # Tensors of any shape but no scalars: input_shapes: equal would also drop broadcasts.
@@ -620,7 +621,7 @@ def _dynamic_propagation(probed: dict[str, Any]) -> set[str]:
     found = set()
     for key, unit in (probed.get("pre") or {}).items():
         ops = unit.get("ops", [])
-        if len(ops) != 1 or _annotated(alone.get(key, {}).get("ops", [])):
+        if len(ops) != 1 or annotated(alone.get(key, {}).get("ops", [])):
             continue
         if any(q and q.get("is_dynamic") for q in ops[0]["inputs"].values()):
             found.add(ops[0]["target"])
