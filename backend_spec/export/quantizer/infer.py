@@ -619,12 +619,13 @@ def _dynamic_propagation(probed: dict[str, Any]) -> set[str]:
     pools and cat), which no spec entry can say."""
     alone = probed.get("alone") or {}
     found = set()
-    for key, unit in (probed.get("pre") or {}).items():
-        ops = unit.get("ops", [])
-        if len(ops) != 1 or annotated(alone.get(key, {}).get("ops", [])):
-            continue
-        if any(q and q.get("is_dynamic") for q in ops[0]["inputs"].values()):
-            found.add(ops[0]["target"])
+    for context in ("pre", "mixed", "pre_post"):  # flatten: only before a quantizable consumer
+        for key, unit in (probed.get(context) or {}).items():
+            ops = unit.get("ops", [])
+            if len(ops) != 1 or annotated(alone.get(key, {}).get("ops", [])):
+                continue
+            if any(q and q.get("is_dynamic") for q in ops[0]["inputs"].values()):
+                found.add(ops[0]["target"])
     return found
 
 
