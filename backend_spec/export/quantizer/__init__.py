@@ -209,14 +209,51 @@ class _Flow:
             self.original = run(self.suite, self.recorder, self.inputs, self.models, self.qat)
             if self.original.error:
                 raise ValueError(f"the quantizer fails on the probe suite: {self.original.error}")
+        self.probed = probe.by_context(self.recorder.snapshot, self.branches)
+        self.neighbours = self.probe_neighbours()
+
+    def probe_neighbours(self) -> _Neighbours | None:
+        """The ops the Linear probes left undetermined, probed again with convolutions as
+        neighbours (their results replace the Linear probes'), when the quantizer does not
+        quantize Linear statically but does conv; ``None`` otherwise (the default configs
+        of XNNPACK and X86 quantize Linear: their export runs the main suite only)."""
+        from backend_spec.export.quantizer import probe
+
+        keys = _undetermined(self.probed)
+        if not keys or _static(self.probed, "aten.linear.default"):
+            return None
+        if not _static(self.probed, "aten.conv2d.default"):
+            return None
+        parts = probe.neighbour_parts(keys)
+        if not parts.branches:
+            return None
+        suite = probe.export_suite(parts, train=self.qat).module(check_guards=False)
+        inputs = tuple(parts.inputs)
+        recorder = probe.recording(self.factory())
+        original = run(suite, recorder, inputs, set(), self.qat)
+        if original.error:
+            # The quantizer's own failures (X86 raises on an add of two convs before a conv)
+            # leave those units out; the conv probes refine, the main suite's results stand.
+            try:
+                suite, _ = _without_failing(
+                    suite, self.factory, inputs, parts.branches, original.error, self.qat
+                )
+            except ValueError:
+                return None
+            recorder = probe.recording(self.factory())
+            original = run(suite, recorder, inputs, set(), self.qat)
+            if original.error:
+                return None
+        found = probe.by_context(recorder.snapshot, parts.branches)
+        for context in probe.NEIGHBOUR_CONTEXTS:
+            self.probed[context].update(found[context])
+        return _Neighbours(suite, parts.branches, inputs, original)
 
     def verify(self, probe_models: list[tuple[str, Any, tuple]]) -> QuantizerExport:
         from backend_spec.export import dump
-        from backend_spec.export.quantizer import probe
 
         branches, fmt, name = self.branches, self.fmt, self.name
-        probed = probe.by_context(self.recorder.snapshot, branches)
-        inferred = infer(probed, self.unit_names, name, self.recorder.graph_inputs)
+        inferred = infer(self.probed, self.unit_names, name, self.recorder.graph_inputs)
         inferred.gaps += rewrite_gaps(self.recorder.rewritten)
         text = dump(inferred.backend_config, fmt, name=name)
         result = QuantizerExport(text, inferred, qat=self.qat)
@@ -243,9 +280,23 @@ class _Flow:
         ]
         result.models = [r for r, b in kept if b.unit is None]
         result.probes = [r for r, b in kept if b.unit is not None]
+        result.probes += self.check_neighbours(candidate, result)
         result.models += _user_models(self.factory, candidate, probe_models, result, self.qat)
         result.unverified = _unexercised(self.factory(), self.suite, inferred)
         return result
+
+    def check_neighbours(self, candidate: Callable[[], Any], result: QuantizerExport) -> list:
+        """The conv-neighbour probes (when they were run) under the spec's quantizer."""
+        found = self.neighbours
+        if found is None:
+            return []
+        spec_run = run(found.suite, candidate(), found.inputs, set(), self.qat)
+        if spec_run.error:
+            result.error = f"spec: {spec_run.error}"
+            result.bug = _failing_ops(found.suite, spec_run.error)
+            return []
+        labels = [branch.label for branch in found.branches]
+        return compare_runs(found.suite, labels, found.original, spec_run)
 
     def check(self, text: str) -> tuple[Callable[[], Any], Any, list[BranchResult]]:
         """The spec quantizer of ``text``, its run on the suite, and each branch compared."""
@@ -256,6 +307,38 @@ class _Flow:
             [] if spec_run.error else compare_runs(self.suite, labels, self.original, spec_run)
         )
         return candidate, spec_run, compared
+
+
+@dataclass
+class _Neighbours:
+    """The conv-neighbour suite (:func:`.probe.neighbour_parts`) and the original's run on it."""
+
+    suite: Any
+    branches: list[Any]
+    inputs: tuple
+    original: Any
+
+
+def _static(probed: dict[str, Any], key: str) -> bool:
+    """Whether the quantizer quantizes the op of ``key`` alone statically (an observed,
+    non-dynamic qspec on its first input)."""
+    ops = (probed.get("alone") or {}).get(key, {}).get("ops", [])
+    qspec = ops[0]["inputs"].get("0") if ops else None
+    return bool(qspec) and qspec.get("kind") == "observed" and not qspec.get("is_dynamic")
+
+
+def _undetermined(probed: dict[str, Any]) -> set[str]:
+    """The single-op units (spellings included) the quantizer annotated in no context."""
+    from backend_spec.export.quantizer.infer import annotated
+
+    keys = {key for units in probed.values() for key in units}
+    return {
+        key
+        for key in keys
+        if ">" not in key
+        and "#" not in key
+        and not any(annotated((units.get(key) or {}).get("ops", [])) for units in probed.values())
+    }
 
 
 def _failing_ops(suite: Any, error: str) -> list[str]:

@@ -111,6 +111,8 @@ def infer(
     builder.graph_inputs(list(graph_inputs))
     builder.upstream = _upstream_readers(probed)
     builder.own_with_a_scalar = _own_with_a_scalar(probed)
+    for op in sorted(_dynamic_propagation(probed)):
+        builder.gap(op, _DYNAMIC_PROPAGATION)
     fusions = []
     spellings: dict[str, list[str]] = {}
     for key, names in unit_names.items():
@@ -264,7 +266,7 @@ class _Builder:
         if len(ops) < 2 or len(ops) != len(names):
             return
         alone = (probed.get("alone") or {}).get(ops[0]["target"], {}).get("ops", [])
-        if not _annotated(alone):
+        if not annotated(alone):
             return
         targets = [o["target"] for o in ops]
         chain_key = ">".join(targets)
@@ -509,7 +511,8 @@ def _first_annotated(probed: dict[str, Any], key: str) -> tuple[str | None, list
 _DEFAULTS = {key: values[0] for key, values in POLICY_VALUES.items()}
 
 
-def _annotated(ops: list[dict[str, Any]]) -> bool:
+def annotated(ops: list[dict[str, Any]]) -> bool:
+    """Whether any of the ops carries a qspec (on an input or its output)."""
     return any(
         any(v is not None for v in o["inputs"].values()) or o["output"] is not None for o in ops
     )
@@ -527,7 +530,7 @@ def _quantize_policy(probed: dict[str, Any], key: str, context: str) -> str:
     if found is None:
         found = (probed.get("pre") or {}).get(key, {})
     mixed = found.get("ops", [])
-    return "if_input_quantized" if _annotated(mixed) else "if_all_inputs_quantized"
+    return "if_input_quantized" if annotated(mixed) else "if_all_inputs_quantized"
 
 
 def _fused_with_producer(probed: dict[str, Any], key: str, context: str) -> bool:
@@ -551,10 +554,10 @@ def _variant_policy(probed: dict[str, Any], key: str) -> dict[str, str]:
     scalar = alone.get(f"{key}#scalar", {}).get("ops", [])
     if any(o["inputs"].get("1") is not None for o in scalar):
         policy["scalars"] = "tensor"
-    base = _annotated(alone.get(key, {}).get("ops", []))
+    base = annotated(alone.get(key, {}).get("ops", []))
     broadcast = alone.get(f"{key}#broadcast", {}).get("ops", [])
-    scalar_float = f"{key}#scalar" in alone and not _annotated(scalar)
-    if base and not _annotated(broadcast) and f"{key}#broadcast" in alone:
+    scalar_float = f"{key}#scalar" in alone and not annotated(scalar)
+    if base and not annotated(broadcast) and f"{key}#broadcast" in alone:
         policy["input_shapes"] = "equal"
     elif base and scalar_float:
         # Tensors of any shape but no scalars: input_shapes: equal would also drop broadcasts.
@@ -597,6 +600,31 @@ def _own_with_a_scalar(probed: dict[str, Any]) -> set[str]:
         if key.endswith("#scalar") and len(ops) == 1:
             output = ops[0]["output"]
             if output is not None and output.get("kind") == "observed":
+                found.add(ops[0]["target"])
+    return found
+
+
+#: Why :func:`_dynamic_propagation`'s ops cannot be written (what the export report names).
+_DYNAMIC_PROPAGATION = (
+    "dynamic propagation: it is quantized with a dynamic qspec only after a quantized "
+    "producer, its output sharing its input (X86's dynamic config through pools and cat); "
+    "the format's dynamic dtype configs have a float output and a dynamic producer's float "
+    "output never counts as quantized"
+)
+
+
+def _dynamic_propagation(probed: dict[str, Any]) -> set[str]:
+    """The single ops, float alone, that are quantized with a dynamic input qspec after a
+    quantized producer: dynamic qspecs propagate through them (X86's dynamic config through
+    pools and cat), which no spec entry can say."""
+    alone = probed.get("alone") or {}
+    found = set()
+    for context in ("pre", "mixed", "pre_post"):  # flatten: only before a quantizable consumer
+        for key, unit in (probed.get(context) or {}).items():
+            ops = unit.get("ops", [])
+            if len(ops) != 1 or annotated(alone.get(key, {}).get("ops", [])):
+                continue
+            if any(q and q.get("is_dynamic") for q in ops[0]["inputs"].values()):
                 found.add(ops[0]["target"])
     return found
 

@@ -214,6 +214,33 @@ class Probe(nn.Module):
         return self.post(self.op(*values))
 
 
+class ConvProbe(Probe):
+    """A probe whose quantized neighbours are 1x1 convolutions (``Conv2d`` on 4-D tensors,
+    ``Conv1d`` on 3-D ones) instead of Linears: for quantizers that leave Linear float or
+    dynamic (:func:`neighbour_parts`). A consumer of an output of another rank is a Linear."""
+
+    def __init__(self, model: nn.Module, inputs: tuple, output: Any, context: str) -> None:
+        super().__init__(model, [], 0, "alone")
+        count = {"pre": len(inputs), "pre_post": len(inputs), "mixed": 1, "gap": len(inputs)}
+        made = [_conv(t) for t in inputs[: count.get(context, 0)]]
+        if context == "gap":
+            made = [
+                nn.Sequential(m, _Abs()) if _width(t) else m
+                for m, t in zip(made, inputs, strict=False)
+            ]
+        self.pre = nn.ModuleList(made)
+        if context in ("post", "pre_post"):
+            self.post = _conv(output) if output.dim() in (3, 4) else _linear(_width(output))
+
+
+def _conv(tensor: Any) -> nn.Module:
+    """A 1x1 convolution keeping ``tensor``'s shape (Identity for a non-float tensor)."""
+    if not _width(tensor):
+        return nn.Identity()
+    channels = int(tensor.shape[1])
+    return (nn.Conv2d if tensor.dim() == 4 else nn.Conv1d)(channels, channels, 1)
+
+
 def _linear(width: int) -> nn.Module:
     """A quantizable producer / consumer of a tensor whose last dimension is ``width``."""
     return nn.Linear(width, width) if width > 0 else nn.Identity()
@@ -275,10 +302,25 @@ class SuiteParts:
 
 def probe_parts() -> tuple[SuiteParts, dict[str, tuple[str, ...]]]:
     """Every unit that can be built, in every context; and unit key -> op names."""
+    parts, names = SuiteParts(), {}
+    for unit, model, inputs, output in _built_units():
+        names[unit.key] = unit.names
+        widths = [_width(t) for t in inputs]
+        for context in _contexts(unit, widths):
+            probe_module = Probe(model, widths, _width(output), context)
+            parts.add(Branch(f"{context}:{unit.key}", unit.key, context), probe_module, inputs)
+    _add_extra_units(parts, names)
+    _add_variants(parts)
+    return parts, names
+
+
+@functools.cache
+def _built_units() -> tuple[tuple[Unit, nn.Module, tuple, torch.Tensor], ...]:
+    """Each unit of :func:`units` that can be built: (unit, model, example inputs, output)."""
     from backend_spec.check.synthesize import SkipPattern, synthesize
     from backend_spec.names.naming import resolve_name
 
-    parts, names = SuiteParts(), {}
+    built = []
     torch.manual_seed(0)
     for unit in units():
         try:
@@ -288,20 +330,43 @@ def probe_parts() -> tuple[SuiteParts, dict[str, tuple[str, ...]]]:
                 output = made.model(*made.example_inputs)
         except (SkipPattern, Exception):  # noqa: BLE001 - a unit that cannot be built is skipped
             continue
-        if not isinstance(output, torch.Tensor) or not output.is_floating_point():
+        if isinstance(output, torch.Tensor) and output.is_floating_point():
+            built.append((unit, made.model, tuple(made.example_inputs), output))
+    return tuple(built)
+
+
+#: The contexts :func:`neighbour_parts` probes (``alone`` does not depend on a neighbour).
+NEIGHBOUR_CONTEXTS = ("pre", "mixed", "post", "pre_post", "gap")
+
+
+def neighbour_parts(keys: set[str]) -> SuiteParts:
+    """The single-op units of ``keys`` (spellings and :data:`EXTRA_UNITS` included) whose float
+    inputs are 3-D or 4-D, probed with convolutions as their neighbours (:class:`ConvProbe`)
+    in the contexts where a neighbour matters; branch labels start with ``conv:``.
+
+    A small suite of its own, built only for a quantizer that leaves Linear float or dynamic
+    and only for the ops whose policy the Linear probes left undetermined: the main suite,
+    and so the export of every other config, stays as it is."""
+    candidates = [(unit, model, inputs, output) for unit, model, inputs, output in _built_units()]
+    for key, names, fn, shape in EXTRA_UNITS:
+        torch.manual_seed(0)
+        inputs = (torch.randn(*shape),)
+        candidates.append((Unit(names[:1], key), _Call(fn), inputs, fn(*inputs)))
+    parts = SuiteParts()
+    for unit, model, inputs, output in candidates:
+        floats = [t for t in inputs if _width(t)]
+        if unit.key not in keys or len(unit.names) != 1 or not floats:
             continue
-        names[unit.key] = unit.names
-        widths = [_width(t) for t in made.example_inputs]
+        if any(t.dim() not in (3, 4) for t in floats):
+            continue
+        widths = [_width(t) for t in inputs]
         for context in _contexts(unit, widths):
-            probe_module = Probe(made.model, widths, _width(output), context)
-            parts.add(
-                Branch(f"{context}:{unit.key}", unit.key, context),
-                probe_module,
-                made.example_inputs,
-            )
-    _add_extra_units(parts, names)
-    _add_variants(parts)
-    return parts, names
+            # pre_post only where one input is (flatten before a consumer): X86 raises on an
+            # add of two convs that feeds a conv, which would cost a search for the failure.
+            if context in NEIGHBOUR_CONTEXTS and (context != "pre_post" or len(floats) == 1):
+                branch = Branch(f"conv:{context}:{unit.key}", unit.key, context)
+                parts.add(branch, ConvProbe(model, inputs, output, context), inputs)
+    return parts
 
 
 class _Call(nn.Module):

@@ -1,0 +1,218 @@
+"""Export of pt2e Quantizers that leave Linear float or dynamic (issue 30, "probes with the
+right neighbour"): the ops whose policy the Linear probes left undetermined are probed again
+with convolutions as their neighbours, in a small suite of their own.
+
+Fast tests build that suite and read what a real quantizer writes on it; the slow one exports
+XNNPACK with ``set_module_type(nn.Linear, None)`` through the CLI and compares the spec with
+the original on models the export never saw.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torchao", reason="the pt2e extra (torchao) is not installed")
+
+import torch  # noqa: E402
+
+from backend_spec.export.quantizer import _static, _undetermined, probe  # noqa: E402
+from backend_spec.export.quantizer.infer import infer  # noqa: E402
+from backend_spec.export.quantizer.verify import run  # noqa: E402
+from backend_spec.ir.lower import backend_of  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).parent / "fixtures" / "quantizers"
+needs_executorch = pytest.mark.skipif(
+    importlib.util.find_spec("executorch") is None, reason="executorch cannot be imported"
+)
+
+ACT = {
+    "kind": "observed",
+    "dtype": "uint8",
+    "quant_min": 0,
+    "quant_max": 255,
+    "qscheme": "per_tensor_affine",
+    "ch_axis": None,
+    "is_dynamic": False,
+    "observer": "HistogramObserver",
+    "kwargs": {},
+}
+
+
+def _fixture(name: str):
+    sys.path.insert(0, str(FIXTURES))
+    try:
+        import neighbours
+    finally:
+        sys.path.remove(str(FIXTURES))
+    return getattr(neighbours, name)
+
+
+def _op(target, inputs, output=None):
+    return {"target": target, "inputs": inputs, "kinds": {"0": "act"}, "output": output}
+
+
+def _unit(ops):
+    return {"ops": ops, "pre": [], "post": []}
+
+
+@pytest.mark.parametrize(
+    ("first_input", "static"),
+    [(ACT, True), ({**ACT, "is_dynamic": True}, False), (None, False)],
+    ids=["static", "dynamic", "float"],
+)
+def test_a_neighbour_is_static_only_with_an_observed_non_dynamic_input(first_input, static):
+    probed = {
+        "alone": {"aten.linear.default": _unit([_op("aten.linear.default", {"0": first_input})])}
+    }
+    assert _static(probed, "aten.linear.default") is static
+
+
+def test_the_undetermined_units_are_the_single_ops_annotated_in_no_context():
+    annotated = _unit([_op("aten.max_pool2d.default", {"0": ACT})])
+    bare = _unit([_op("aten.max_pool2d.default", {})])
+    probed = {
+        "alone": {
+            "aten.max_pool2d.default": bare,
+            "aten.cat.default": _unit([_op("aten.cat.default", {})]),
+            "nn.Conv2d>nn.ReLU": _unit([_op("aten.conv2d.default", {})]),
+            "aten.add.Tensor#scalar": _unit([_op("aten.add.Tensor", {})]),
+        },
+        "pre": {"aten.max_pool2d.default": annotated, "aten.cat.default": _unit([])},
+    }
+    assert _undetermined(probed) == {"aten.cat.default"}
+
+
+def test_the_neighbour_suite_puts_convolutions_around_the_units_asked_for():
+    """Conv2d producers of 4-D inputs, a Conv2d consumer of a 4-D output, a Linear consumer
+    of a flattened one; no ``alone`` probes (they do not depend on a neighbour), and
+    ``pre_post`` only for one-input units."""
+    keys = {"aten.max_pool2d.default", "aten.cat.default", "aten.flatten.using_ints"}
+    parts = probe.neighbour_parts(keys)
+    by_label = dict(zip([b.label for b in parts.branches], parts.modules, strict=True))
+    assert {b.unit for b in parts.branches} == keys
+    assert {b.context for b in parts.branches} <= set(probe.NEIGHBOUR_CONTEXTS)
+    assert all(label.startswith("conv:") for label in by_label)
+    assert "conv:pre_post:aten.cat.default" not in by_label
+    pool = by_label["conv:pre_post:aten.max_pool2d.default"]
+    assert isinstance(pool.pre[0], torch.nn.Conv2d) and isinstance(pool.post, torch.nn.Conv2d)
+    flat = by_label["conv:pre_post:aten.flatten.using_ints"]
+    assert isinstance(flat.post, torch.nn.Linear)
+    assert len(by_label["conv:pre:aten.cat.default"].pre) == 2
+
+
+def test_conv_neighbours_show_the_pool_policy_a_float_linear_hides():
+    """X86 with Linear None: after a Linear, max_pool2d stays float; after a conv it shares
+    its input's observer, so its entry is a share entry quantized after a quantized producer."""
+    parts = probe.neighbour_parts({"aten.max_pool2d.default"})
+    suite = probe.export_suite(parts).module(check_guards=False)
+    recorder = probe.recording(_fixture("x86_float_linear")())
+    assert not run(suite, recorder, tuple(parts.inputs), set()).error
+    probed = probe.by_context(recorder.snapshot, parts.branches)
+    probed["alone"]["aten.max_pool2d.default"] = _unit([_op("aten.max_pool2d.default", {})])
+    names = {"aten.max_pool2d.default": ("F.max_pool2d",)}
+    (entry,) = backend_of(infer(probed, names, "t").backend_config)
+    assert dict(entry.policy) == {"quantize": "if_input_quantized"}
+    assert entry.get("observation_type").name == "OUTPUT_SHARE_OBSERVER_WITH_INPUT"
+
+
+# --- slow: one CLI export ------------------------------------------------------------------
+
+
+def _bespec(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "backend_spec", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=900,
+    )
+
+
+def _matches(spec: Path, original, models) -> list[str]:
+    import backend_spec
+    from backend_spec.pt2e.compare import compare_quantizers
+
+    results = compare_quantizers(original, lambda: backend_spec.quantizer(spec), models)
+    return [f"{r.name}: {d}" for r in results for d in r.differences]
+
+
+def _hidden_models(*names: str):
+    from backend_spec.pt2e import parity_nets
+    from backend_spec.pt2e.nets import NETS
+
+    models = {**NETS, **parity_nets.PARITY_NETS}
+    return [(name, models[name]) for name in names]
+
+
+@pytest.mark.slow
+@needs_executorch
+def test_xnnpack_with_linear_left_float_exports_and_matches_unseen_models(tmp_path):
+    """XNNPACK with set_module_type(nn.Linear, None): no nn.Linear probe shows a quantized
+    producer, the conv probes show that pools share their input's observer after a quantized
+    producer, and the spec matches the original on models the export never saw. (Without
+    the conv probes the export is refused: max_pool2d, cat, adaptive_avg_pool2d, flatten...
+    differ on the verification models.)"""
+    out = tmp_path / "spec.yaml"
+    done = _bespec("export", f"{FIXTURES / 'neighbours.py'}:xnnpack_float_linear", "-o", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "verified:" in done.stderr
+    text = out.read_text()
+    assert "pattern: F.max_pool2d" in text and "quantize: if_input_quantized" in text
+    # set_module_type matches the module only: F.linear keeps the global config.
+    assert "pattern: nn.Linear" not in text and "  - pattern: F.linear\n" in text
+    models = _hidden_models("resnet18_net", "functional", "transformer", "pool_act", "cat_groups")
+    assert _matches(out, _fixture("xnnpack_float_linear"), models) == []
+
+
+# --- dynamic propagation --------------------------------------------------------------------
+
+DYNAMIC = {**ACT, "observer": "PlaceholderObserver", "is_dynamic": True}
+WEIGHT = {
+    **ACT,
+    "dtype": "int8",
+    "quant_min": -128,
+    "quant_max": 127,
+    "qscheme": "per_channel_symmetric",
+    "ch_axis": 0,
+    "observer": "PerChannelMinMaxObserver",
+}
+
+
+@pytest.mark.parametrize("propagates", [True, False], ids=["x86_dynamic", "anchors_only"])
+def test_dynamic_propagation_through_a_pool_is_a_gap_naming_the_pool(propagates):
+    """X86's dynamic config quantizes a pool after a dynamic conv with the dynamic qspec (its
+    output shared): the format's dynamic dtype configs have a float output, so the export
+    names that construct on the pool. A quantizer that quantizes nothing after a dynamic
+    anchor (dynamic XNNPACK) has no such gap."""
+    conv = {
+        "target": "aten.conv2d.default",
+        "inputs": {"0": DYNAMIC, "1": WEIGHT},
+        "kinds": {"0": "act", "1": "param"},
+        "output": None,
+    }
+    pool = _op("aten.max_pool2d.default", {"0": DYNAMIC} if propagates else {})
+    if propagates:
+        pool["output"] = {"kind": "shared", "with": "input:0"}
+    probed = {
+        "alone": {
+            "aten.conv2d.default": _unit([conv]),
+            "aten.max_pool2d.default": _unit([_op("aten.max_pool2d.default", {})]),
+        },
+        "pre": {"aten.max_pool2d.default": _unit([pool])},
+    }
+    names = {"aten.conv2d.default": ("nn.Conv2d",), "aten.max_pool2d.default": ("F.max_pool2d",)}
+    gaps = [(gap.op, gap.what) for gap in infer(probed, names, "t").gaps]
+    if propagates:
+        ((op, what),) = gaps
+        assert op == "aten.max_pool2d.default" and what.startswith("dynamic propagation")
+    else:
+        assert gaps == []
