@@ -101,3 +101,15 @@ def test_a_pattern_holding_a_tensor_is_not_kept():
     assert key is not None and key == reuse.pattern_key(add, (torch.zeros(1),), False, {})
     assert key != reuse.pattern_key(add, (torch.ones(2),), False, {})
     assert key != reuse.pattern_key(add, (torch.ones(1),), True, {})
+
+
+def test_the_originals_come_back_when_the_last_user_leaves():
+    import importlib
+
+    prepare = importlib.import_module("torch.ao.quantization.fx.prepare")  # not fx.prepare()
+    original = prepare.get_new_attr_name_with_prefix
+    with reuse.reused_patterns():
+        with reuse.reused_patterns():
+            assert prepare.get_new_attr_name_with_prefix is reuse.attr_name_finder
+        assert prepare.get_new_attr_name_with_prefix is reuse.attr_name_finder
+    assert prepare.get_new_attr_name_with_prefix is original

@@ -47,6 +47,8 @@ MAX_PATTERNS = 512
 _patterns: dict[tuple, Any] = {}
 _lock = threading.Lock()
 _depth = 0
+#: What :func:`_install` replaced, put back when the last :func:`reused_patterns` ends.
+_saved: list[tuple[types.ModuleType, str, Any]] = []
 
 #: (module, attribute) rebound to :func:`_cached_pattern` inside :func:`reused_patterns`: the
 #: definition and the module that imported it by name.
@@ -65,18 +67,22 @@ _NAMING_SITE = ("torch.ao.quantization.fx.prepare", "get_new_attr_name_with_pref
 @contextlib.contextmanager
 def reused_patterns() -> Iterator[None]:
     """Within: torchao's pattern graphs come from the process's cache, and observer names are
-    found without a quadratic search (see the module docstring). Re-entrant."""
+    found without a quadratic search (see the module docstring). Re-entrant, and across
+    threads: the originals come back when the last one leaves."""
     global _depth
     with _lock:
+        if _depth == 0:
+            _saved[:] = _install()
         _depth += 1
-        saved = _install() if _depth == 1 else []
     try:
         yield
     finally:
         with _lock:
             _depth -= 1
-            for module, name, original in saved:
-                setattr(module, name, original)
+            if _depth == 0:
+                for module, name, original in _saved:
+                    setattr(module, name, original)
+                _saved.clear()
 
 
 def _install() -> list[tuple[types.ModuleType, str, Any]]:
