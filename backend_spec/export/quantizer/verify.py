@@ -72,9 +72,10 @@ def run(
 
     from backend_spec.pt2e.compare import placement
     from backend_spec.pt2e.flows import calibration
+    from backend_spec.pt2e.reuse import reused_patterns
 
     try:
-        with quiet(), torch.no_grad(), warnings.catch_warnings():
+        with quiet(), torch.no_grad(), warnings.catch_warnings(), reused_patterns():
             warnings.simplefilter("ignore")
             prepare = prepare_qat_pt2e if qat else prepare_pt2e
             prepared = prepare(copy.deepcopy(exported), quantizer)

@@ -1,0 +1,267 @@
+"""Work torchao's prepare and convert redo on every call, done once per process.
+
+Two costs dominate bespec's runs of ``prepare_qat_pt2e`` / ``convert_pt2e`` on its large probe
+suite, and neither depends on the model or the quantizer:
+
+* **Pattern graphs.** Every ``prepare_qat_pt2e`` (conv-bn fusion) and every ``convert_pt2e`` of
+  a graph with a BatchNorm (conv-bn folding) ``torch.export``-s the same ~60 small conv-bn
+  patterns (``_get_aten_graph_module_for_pattern``), about half a second each: most of the
+  time of an export verified in the QAT flow, which prepares and converts twice. The graph
+  depends only on the pattern function and the example inputs' shapes and dtypes, so
+  :func:`reused_patterns` keeps each one, keyed by all of them, and hands out a deep copy
+  (what the caller does to its copy never reaches the next caller).
+* **Patterns that cannot match.** A pattern is built for each of four conv functions
+  (conv1d, conv2d, their transposes) whatever the graph holds. Inside a conv-bn helper
+  whose graph has no node of that conv (nor a generic ``convolution``), no pattern of it can
+  match, so :func:`reused_patterns` hands it a one-node stand-in of that absent conv op
+  instead of exporting it: the helper does what it would have done with no match.
+* **Observer names.** ``_insert_obs_or_fq`` names each new observer
+  ``activation_post_process_N`` with the lowest free ``N``, found by ``hasattr`` from 0 up:
+  quadratic in the number of observers, seconds on the suite. :func:`reused_patterns` swaps
+  in a search that gives the same name but looks in the module's submodules (where observers
+  live) before falling back to ``hasattr``.
+
+Both are in effect only inside :func:`reused_patterns` and give what torchao would have
+computed, so results are unchanged (an export's spec is byte-identical with and without).
+The cache is in memory only (never pickled to disk) and bounded (:data:`MAX_PATTERNS`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import copy
+import importlib
+import itertools
+import threading
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from backend_spec._torch import torch
+
+#: Pattern graphs kept per process at most (torchao 0.18 builds 120 distinct ones); past it,
+#: new ones are built and not kept.
+MAX_PATTERNS = 512
+
+_patterns: dict[tuple, Any] = {}
+_lock = threading.Lock()
+_depth = 0
+#: What :func:`_install` replaced, put back when the last :func:`reused_patterns` ends.
+_saved: list[tuple[types.ModuleType, str, Any]] = []
+
+#: (module, attribute) rebound to :func:`_cached_pattern` inside :func:`reused_patterns`: the
+#: definition and the module that imported it by name.
+_PATTERN_SITES = (
+    ("torchao.quantization.pt2e.utils", "_get_aten_graph_module_for_pattern"),
+    ("torchao.quantization.pt2e.qat_utils", "_get_aten_graph_module_for_pattern"),
+)
+#: The conv-bn helpers of torchao's ``qat_utils``, called with ``(m, conv_fn, ...)``.
+_HELPER_SITES = ("_fuse_conv_bn_qat_helper", "_fold_conv_bn_qat_helper")
+_QAT_UTILS = "torchao.quantization.pt2e.qat_utils"
+#: The conv function the running helper's graph has no node of (its patterns cannot match).
+_absent_conv: contextvars.ContextVar[Any] = contextvars.ContextVar("absent_conv", default=None)
+_NAMING_SITE = ("torch.ao.quantization.fx.prepare", "get_new_attr_name_with_prefix")
+
+
+@contextlib.contextmanager
+def reused_patterns() -> Iterator[None]:
+    """Within: torchao's pattern graphs come from the process's cache, and observer names are
+    found without a quadratic search (see the module docstring). Re-entrant, and across
+    threads: the originals come back when the last one leaves."""
+    global _depth
+    with _lock:
+        if _depth == 0:
+            _saved[:] = _install()
+        _depth += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0:
+                for module, name, original in _saved:
+                    setattr(module, name, original)
+                _saved.clear()
+
+
+def _install() -> list[tuple[types.ModuleType, str, Any]]:
+    """Rebind each site that exists (an older or newer torchao may lack one); the originals."""
+    saved = []
+    for module_name, name in _PATTERN_SITES:
+        module = _module(module_name)
+        original = getattr(module, name, None) if module is not None else None
+        if original is not None:
+            saved.append((module, name, original))
+            setattr(module, name, _caching(original))
+    module = _module(_QAT_UTILS)
+    for name in _HELPER_SITES:
+        original = getattr(module, name, None) if module is not None else None
+        if original is not None:
+            saved.append((module, name, original))
+            setattr(module, name, _noting_absent_conv(original))
+    module = _module(_NAMING_SITE[0])
+    original = getattr(module, _NAMING_SITE[1], None) if module is not None else None
+    if original is not None:
+        saved.append((module, _NAMING_SITE[1], original))
+        setattr(module, _NAMING_SITE[1], attr_name_finder)
+    return saved
+
+
+def _noting_absent_conv(helper: Callable[..., Any]) -> Callable[..., Any]:
+    def noting(m: Any, conv_fn: Any, *args: Any, **kwargs: Any) -> Any:
+        absent = None if has_conv(m.graph, conv_fn) else conv_fn
+        token = _absent_conv.set(absent)
+        try:
+            return helper(m, conv_fn, *args, **kwargs)
+        finally:
+            _absent_conv.reset(token)
+
+    return noting
+
+
+#: ATen ops any conv function may trace to besides its own name (``aten.conv2d``).
+_GENERIC_CONVS = ("convolution", "_convolution")
+
+
+def has_conv(graph: Any, conv_fn: Any) -> bool:
+    """Whether ``graph`` may hold a node a pattern of ``conv_fn`` matches: one of the ATen op
+    named like it (``F.conv1d``: ``aten.conv1d``, any overload) or of the generic
+    convolution; True when the function has no name to tell."""
+    name = getattr(conv_fn, "__name__", None)
+    if not isinstance(name, str):
+        return True
+    names = {name, *_GENERIC_CONVS}
+    for node in graph.nodes:
+        parts = str(node.target).split(".")
+        if node.op == "call_function" and len(parts) > 1 and parts[1] in names:
+            return True
+    return False
+
+
+def _stand_in(conv_fn: Any) -> Any:
+    """A graph that matches nothing where ``conv_fn``'s op is absent: that op (an overload of
+    it: ``aten.conv_transpose2d`` has no ``default``) on one input."""
+    packet = getattr(torch.ops.aten, conv_fn.__name__)
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    graph.output(graph.call_function(getattr(packet, packet.overloads()[0]), (x,)))
+    return torch.fx.GraphModule(torch.nn.Module(), graph)
+
+
+def _module(name: str) -> types.ModuleType | None:
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+def _caching(build: Callable[..., Any]) -> Callable[..., Any]:
+    def cached(pattern: Any, example_inputs: tuple, is_cuda: bool = False, **kwargs: Any) -> Any:
+        absent = _absent_conv.get()
+        if absent is not None and _calls(pattern, absent):
+            return _stand_in(absent)
+        key = pattern_key(pattern, example_inputs, is_cuda, kwargs)
+        if key is None:
+            return build(pattern, example_inputs, is_cuda, **kwargs)
+        with _lock:
+            kept = _patterns.get(key)
+        if kept is None:
+            kept = build(pattern, example_inputs, is_cuda, **kwargs)
+            with _lock:
+                if len(_patterns) < MAX_PATTERNS:
+                    _patterns[key] = copy.deepcopy(kept)
+            return kept
+        return copy.deepcopy(kept)
+
+    return cached
+
+
+def _calls(pattern: Any, conv_fn: Any) -> bool:
+    """Whether the pattern function holds ``conv_fn`` (the conv it calls) in its closure."""
+    fn = getattr(pattern, "fn", pattern)
+    return any(cell.cell_contents is conv_fn for cell in getattr(fn, "__closure__", None) or ())
+
+
+def pattern_key(pattern: Any, example_inputs: tuple, is_cuda: bool, kwargs: dict) -> tuple | None:
+    """Everything the exported pattern graph depends on: the function's code, the values its
+    closure and defaults hold, and each example input's kind (shape, dtype, stride...; not
+    its values, which tracing does not read). ``None`` (not cached) when the pattern holds a
+    value that is not plainly comparable (a tensor, a module with state)."""
+    fn = pattern.fn if type(pattern).__name__ == "WrapperModule" else pattern
+    if not isinstance(fn, types.FunctionType):
+        return None
+    if type(pattern).__name__ == "WrapperModule" and (
+        pattern._parameters or pattern._buffers or pattern._modules
+    ):
+        return None
+    held = [cell.cell_contents for cell in fn.__closure__ or ()]
+    held += list(fn.__defaults__ or ()) + sorted((fn.__kwdefaults__ or {}).items())
+    if not all(_plain(value) for value in held):
+        return None
+    inputs = tuple(_input_key(value) for value in example_inputs)
+    named = tuple(sorted((name, _input_key(value)) for name, value in kwargs.items()))
+    if any(part is None for part in inputs) or any(part is None for _, part in named):
+        return None
+    return (fn.__code__, fn.__module__, tuple(map(_held_key, held)), inputs, named, is_cuda)
+
+
+def _plain(value: Any) -> bool:
+    """A value a pattern's closure may hold and the key can compare: plain data, a function
+    (``F.conv2d``: compared by identity) or a tuple of those; a cell of a pair in defaults."""
+    if isinstance(value, (bool, int, float, str, type(None), torch.dtype)):
+        return True
+    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
+        return True
+    if isinstance(value, tuple):
+        return all(_plain(item) for item in value)
+    return False
+
+
+def _held_key(value: Any) -> Any:
+    """Compared by type and value (``True`` and ``1`` differ); functions by identity."""
+    if isinstance(value, tuple):
+        return (tuple, tuple(map(_held_key, value)))
+    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
+        return (type(value), id(value), value)
+    if isinstance(value, float):  # 0.0 and -0.0 are equal, NaN is not itself
+        return (float, repr(value))
+    return (type(value), value)
+
+
+def _input_key(value: Any) -> tuple | None:
+    if isinstance(value, torch.Tensor):
+        return (
+            "tensor",
+            tuple(value.shape),
+            value.stride(),
+            value.dtype,
+            str(value.device),
+            value.layout,
+            value.requires_grad,
+        )
+    if _plain(value):
+        return ("value", _held_key(value))
+    return None
+
+
+def attr_name_finder(prefix: str) -> Callable[[torch.nn.Module], str]:
+    """``torch.ao.quantization.fx.utils.get_new_attr_name_with_prefix``, the same name faster:
+    the lowest ``prefix + str(i)`` that ``module`` lacks. A name among its submodules,
+    parameters, buffers or instance attributes is one it has (checked in dicts, without the
+    ``__getattr__`` call ``hasattr`` makes); any other is asked of ``hasattr`` as before."""
+    prefix = prefix.replace(".", "_")
+
+    def get_new_attr_name(module: torch.nn.Module) -> str:
+        own = vars(module)
+        modules, params = own.get("_modules") or {}, own.get("_parameters") or {}
+        buffers = own.get("_buffers") or {}
+        for i in itertools.count():
+            name = f"{prefix}{i}"
+            if name in modules or name in own or name in params or name in buffers:
+                continue
+            if not hasattr(module, name):
+                return name
+        raise AssertionError("unreachable")
+
+    return get_new_attr_name

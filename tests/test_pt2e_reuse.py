@@ -1,0 +1,115 @@
+"""backend_spec.pt2e.reuse: torchao's pattern graphs kept per process, stand-ins for patterns
+that cannot match, and observer names found without a quadratic search, each giving what
+torchao itself computes (an export's spec is byte-identical with and without them)."""
+
+from __future__ import annotations
+
+import pytest
+
+from backend_spec._torch import torch
+from backend_spec.pt2e import reuse
+
+qat_utils = pytest.importorskip("torchao.quantization.pt2e.qat_utils")
+F = torch.nn.functional
+CONV_FNS = [F.conv1d, F.conv2d, F.conv_transpose1d, F.conv_transpose2d]
+
+
+def _conv_bn_graph() -> torch.fx.GraphModule:
+    """A training-mode conv2d -> batch_norm, exported as prepare_qat_pt2e takes it."""
+    model = torch.nn.Sequential(torch.nn.Conv2d(2, 2, 1), torch.nn.BatchNorm2d(2)).train()
+    return torch.export.export(model, (torch.randn(1, 2, 3, 3),)).module()
+
+
+def _example_inputs(conv_fn) -> tuple:
+    shape = (1, 1, 3) if "1d" in conv_fn.__name__ else (1, 1, 3, 3)
+    weight = (1, 1, 1) if "1d" in conv_fn.__name__ else (1, 1, 1, 1)
+    return (torch.randn(*shape), torch.randn(*weight), *(torch.randn(1) for _ in range(5)))
+
+
+def test_a_kept_pattern_is_the_graph_torchao_builds_and_each_caller_gets_its_own_copy():
+    build = qat_utils._get_aten_graph_module_for_pattern
+    pattern = qat_utils._get_conv_bn_pattern(F.conv2d)
+    fresh = build(pattern, _example_inputs(F.conv2d))
+    with reuse.reused_patterns():
+        first = qat_utils._get_aten_graph_module_for_pattern(pattern, _example_inputs(F.conv2d))
+        again = qat_utils._get_aten_graph_module_for_pattern(
+            qat_utils._get_conv_bn_pattern(F.conv2d), _example_inputs(F.conv2d)
+        )
+    assert first.code == fresh.code == again.code
+    assert first is not again and first.graph is not again.graph
+    assert qat_utils._get_aten_graph_module_for_pattern is build  # restored on exit
+
+
+@pytest.mark.parametrize("conv_fn", CONV_FNS, ids=lambda f: f.__name__)
+def test_every_conv_bn_pattern_holds_a_node_has_conv_sees(conv_fn):
+    """The stand-in is sound only if a graph without such a node cannot match the pattern."""
+    pattern = qat_utils._get_aten_graph_module_for_pattern(
+        qat_utils._get_conv_bn_pattern(conv_fn), _example_inputs(conv_fn)
+    )
+    assert reuse.has_conv(pattern.graph, conv_fn)
+
+
+def test_a_helper_without_its_conv_leaves_the_graph_as_torchao_leaves_it():
+    """conv1d patterns on a conv2d graph: the stand-ins change nothing torchao would do."""
+    graph = _conv_bn_graph()
+    assert not reuse.has_conv(graph.graph, F.conv1d) and reuse.has_conv(graph.graph, F.conv2d)
+    inputs = (torch.randn(1, 1, 3), torch.randn(1, 1, 1), *(torch.randn(1) for _ in range(5)))
+    plain = qat_utils._fuse_conv_bn_qat_helper(graph, F.conv1d, inputs, is_cuda=False).code
+    with reuse.reused_patterns():
+        stood_in = qat_utils._fuse_conv_bn_qat_helper(
+            _conv_bn_graph(), F.conv1d, inputs, is_cuda=False
+        ).code
+    assert stood_in == plain
+
+
+def test_observer_names_are_the_ones_torch_picks():
+    from torch.ao.quantization.fx.utils import get_new_attr_name_with_prefix
+
+    class Odd(torch.nn.Module):
+        obs_3 = 1  # a class attribute: taken, seen only by hasattr
+
+    module = Odd()
+    for i in (0, 1, 2, 5):
+        setattr(module, f"obs_{i}", torch.nn.Identity())
+    module.register_buffer("obs_4", torch.zeros(1))
+    delattr(module, "obs_1")
+    expected = get_new_attr_name_with_prefix("obs_")(module)
+    assert reuse.attr_name_finder("obs_")(module) == expected == "obs_1"
+    module.obs_1 = torch.nn.Identity()
+    assert reuse.attr_name_finder("obs_")(module) == "obs_6"
+    assert reuse.attr_name_finder("a.b_")(module) == get_new_attr_name_with_prefix("a.b_")(module)
+
+
+def test_the_cache_is_bounded(monkeypatch):
+    monkeypatch.setattr(reuse, "MAX_PATTERNS", 0)
+    monkeypatch.setattr(reuse, "_patterns", {})
+    with reuse.reused_patterns():
+        qat_utils._get_aten_graph_module_for_pattern(
+            qat_utils._get_conv_bn_pattern(F.conv2d), _example_inputs(F.conv2d)
+        )
+    assert reuse._patterns == {}
+
+
+def test_a_pattern_holding_a_tensor_is_not_kept():
+    held = torch.ones(1)
+    assert reuse.pattern_key(lambda x: x + held, (torch.ones(1),), False, {}) is None
+
+    def add(x):
+        return x + 1.0
+
+    key = reuse.pattern_key(add, (torch.ones(1),), False, {})
+    assert key is not None and key == reuse.pattern_key(add, (torch.zeros(1),), False, {})
+    assert key != reuse.pattern_key(add, (torch.ones(2),), False, {})
+    assert key != reuse.pattern_key(add, (torch.ones(1),), True, {})
+
+
+def test_the_originals_come_back_when_the_last_user_leaves():
+    import importlib
+
+    prepare = importlib.import_module("torch.ao.quantization.fx.prepare")  # not fx.prepare()
+    original = prepare.get_new_attr_name_with_prefix
+    with reuse.reused_patterns():
+        with reuse.reused_patterns():
+            assert prepare.get_new_attr_name_with_prefix is reuse.attr_name_finder
+        assert prepare.get_new_attr_name_with_prefix is reuse.attr_name_finder
+    assert prepare.get_new_attr_name_with_prefix is original
