@@ -563,6 +563,13 @@ class _Annotator:
             observation = "different"
         qspec_map = first.meta["quantization_annotation"].input_qspec_map
         if observation == "share" and len(inputs) == 1:
+            borrowing = rule.policy.input_observer == "upstream_only"
+            if borrowing and inputs[0] in self.observed:
+                # The producer's observer, whatever its qspec (Core ML's and LiteRT's pools:
+                # a SharedQuantizationSpec of the input node), not a spec of this rule's own
+                # that torchao would unite with it only when the two are alike.
+                self.annotate_borrowed_output(qspec_map, match, inputs[0])
+                return
             upstream = self.upstream(rule.policy, inputs[0], inputs)
             if upstream is not None:
                 # The output joins the nearest observed op's group through an edge from it
@@ -570,6 +577,8 @@ class _Annotator:
                 # EnnQuantizer's view ops do.
                 qspec_map[upstream] = SharedQuantizationSpec(upstream)
                 self.annotate_output(last, rule, observation, (upstream, first))
+                return
+            if borrowing:  # nothing observed to borrow: the op stays float
                 return
         root = None
         first_in = inputs[0] if inputs else None
@@ -638,6 +647,16 @@ class _Annotator:
         upstream = self.upstream(policy, arg, inputs)
         if upstream is not None:
             qspec_map[upstream] = SharedQuantizationSpec(upstream)
+
+    def annotate_borrowed_output(self, qspec_map: dict, match: Match, producer) -> None:
+        """``input_observer: upstream_only`` on an ``output_share_observer_with_input`` rule:
+        input and output join the observed producer's group, with the producer's spec."""
+        rule, first, last = match.rule, match.nodes[0], match.nodes[-1]
+        qspec_map[producer] = SharedQuantizationSpec(producer)
+        self.annotate_output(last, rule, "share", (producer, first))
+        if last in self.output_spec:  # the group is the producer's, its dtype and spec too
+            self.output_spec[last] = self.output_spec.get(producer, rule.input)
+            self.observed[last] = self.observed[producer]
 
     def annotate_input(self, qspec_map: dict, arg: Any, name: str, dtype: str | None) -> None:
         if dtype is not None and self.observed.get(arg) == dtype and self.reuses(arg, name):

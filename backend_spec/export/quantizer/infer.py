@@ -338,7 +338,7 @@ class _Builder:
                 self.gap(label, f"input {position} has another qspec than input {act_position}")
         if weight is not None and bias is not None:
             policy["bias_qspec"] = self.bias(label, bias, act_position)
-        if borrows:
+        if borrows or _shares_producer(first, act_position, observation):
             policy["input_observer"] = "upstream_only"
         elif len(targets) == 1 and targets[0] in self.upstream:
             policy["input_observer"] = "upstream"
@@ -583,9 +583,23 @@ def _common_activation(probed: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _borrows_input(targets: list[str], output: dict[str, Any] | None) -> bool:
-    """Whether a single op with no qspec of its own on its input but an observed output is an
-    ``input_observer: upstream_only`` entry (a chain's first op without one is a gap)."""
-    return len(targets) == 1 and output is not None and output.get("kind") == "observed"
+    """Whether a single op with no qspec of its own on its input but an observed or a fixed
+    output is an ``input_observer: upstream_only`` entry (EnnQuantizer's softmax; LiteRT's
+    sigmoid, fixed qparams out, its input left to the producer's observer); a chain's first
+    op without one is a gap."""
+    return (
+        len(targets) == 1 and output is not None and output.get("kind") in ("observed", "fixed")
+    )
+
+
+def _shares_producer(first: dict[str, Any], position: str | None, observation: Any) -> bool:
+    """Whether an ``output_share_observer_with_input`` op's input is a
+    ``SharedQuantizationSpec`` of its producer (Core ML's and LiteRT's pools, XNNPACK's
+    propagation): it takes the producer's observer whatever its qspec, ``input_observer:
+    upstream_only``."""
+    share = ObservationType.OUTPUT_SHARE_OBSERVER_WITH_INPUT
+    shared = first["inputs"].get(position) if position is not None else None
+    return observation == share and shared == {"kind": "shared", "with": f"producer:{position}"}
 
 
 def _own_with_a_scalar(probed: dict[str, Any]) -> set[str]:
