@@ -21,6 +21,7 @@ from backend_spec.compiler.fuser_check import fuser_problem
 from backend_spec.diagnostics import Diagnostic
 from backend_spec.ir import (
     POLICY_KEYS,
+    policy_value,
     Backend,
     DTypeConfig,
     DTypeMapping,
@@ -361,7 +362,11 @@ class Compiler:
             tuple(tuple([op] if isinstance(op, str) else op) for op in chain)
             for chain in model.aten or ()
         )
-        policy = tuple((k, getattr(model, k)) for k in POLICY_KEYS if getattr(model, k) is not None)
+        policy = tuple(
+            (k, policy_value(getattr(model, k)))
+            for k in POLICY_KEYS
+            if getattr(model, k) is not None
+        )
         origin = Origin(self.doc.file, self.doc.where(path)[0])
         return Entry(key, origin, fields, aten, policy)
 

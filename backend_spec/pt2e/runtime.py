@@ -248,6 +248,9 @@ class TableQuantizer(Quantizer):
         found.reverse()
         if rule.policy.input_shapes == "equal" and not _equal_tensor_inputs(found[0]):
             return "its inputs are not tensors of one shape (input_shapes: equal)"
+        unmet = _unmet_condition(found, rule.policy.when)
+        if unmet:
+            return unmet
         return found
 
     def _walk_back(
@@ -344,6 +347,35 @@ def _equal_tensor_inputs(node: torch.fx.Node) -> bool:
             return False
         values.append(tuple(arg.meta["val"].shape))
     return len(set(values)) == 1
+
+
+def argument_values(node: torch.fx.Node) -> dict[str, Any]:
+    """The node's arguments by schema name, defaults included (``when`` reads them)."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return {}
+    values: dict[str, Any] = {}
+    for index, argument in enumerate(schema.arguments):
+        if index < len(node.args):
+            values[argument.name] = node.args[index]
+        elif argument.name in node.kwargs:
+            values[argument.name] = node.kwargs[argument.name]
+        elif argument.has_default_value():
+            values[argument.name] = argument.default_value
+    return values
+
+
+def _unmet_condition(nodes: list[torch.fx.Node], when: tuple) -> str | None:
+    """Why the chain's arguments fail ``when`` (spec_version 7), or None: every op whose
+    schema has a named argument must have been called with its value, and some op has it."""
+    for name, wanted in when:
+        found = [values[name] for values in map(argument_values, nodes) if name in values]
+        if not found:
+            return f"no op of the chain has an argument {name} (when)"
+        for value in found:
+            if isinstance(value, bool) != isinstance(wanted, bool) or value != wanted:
+                return f"its {name} is {value!r}, the rule needs {wanted!r} (when)"
+    return None
 
 
 def _scalars_to_tensors(model: torch.fx.GraphModule, targets: set[str]) -> None:
