@@ -21,13 +21,13 @@ from backend_spec.compiler.fuser_check import fuser_problem
 from backend_spec.diagnostics import Diagnostic
 from backend_spec.ir import (
     POLICY_KEYS,
-    policy_value,
     Backend,
     DTypeConfig,
     DTypeMapping,
     Entry,
     FunctionRef,
     Origin,
+    policy_value,
 )
 from backend_spec.ir.lift import key_of, pattern_key, torch_defaults
 from backend_spec.ir.lower import LoweredBackendConfig, backend_of, keeping, lower

@@ -260,8 +260,12 @@ class _Builder:
         when = self.conditions(key, targets, probed)
         if when:
             policy["when"] = when
-        any_spelling = spelled is None or _without_args(_first_annotated(probed, spelled)) == (
-            _without_args((context, ops))
+        any_spelling = (
+            spelled is None
+            or _without_args(_first_annotated(probed, spelled)) == _without_args((context, ops))
+            # The spelled probe's arguments fail the conditions (F.hardtanh's defaults beside
+            # nn.ReLU6): the difference is theirs, not the spelling's.
+            or (bool(when) and not _meets(_alone_ops(probed, spelled), dict(when)))
         )
         self.add(targets, kept, ops[0], ops[-1], policy, any_spelling=any_spelling)
 
@@ -523,6 +527,13 @@ def _qspecs_of(ops: list[dict[str, Any]]) -> str:
 
 def _alone_ops(probed: dict[str, Any], key: str) -> list[dict[str, Any]]:
     return (probed.get("alone") or {}).get(key, {}).get("ops", [])
+
+
+def _meets(ops: list[dict[str, Any]], when: dict[str, Any]) -> bool:
+    """Whether probed ops' arguments meet ``when`` conditions (as the pt2e runtime tests)."""
+    return all(
+        (o.get("args") or {}).get(name, value) == value for o in ops for name, value in when.items()
+    )
 
 
 def _fused(probed: dict[str, Any], key: str) -> bool:
