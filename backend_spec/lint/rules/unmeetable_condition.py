@@ -24,8 +24,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from backend_spec import codes
-from backend_spec.lint.context import LintContext, Problem
 from backend_spec.diagnostics import close_matches
+from backend_spec.lint.context import LintContext, Problem
 
 CODE = codes.UNMEETABLE_CONDITION
 
