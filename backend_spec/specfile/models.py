@@ -30,6 +30,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.json_schema import WithJsonSchema
 from pydantic_core import PydanticCustomError
 from typing_extensions import TypeAliasType
 
@@ -570,6 +571,8 @@ ConditionValue = Annotated[
     | Annotated[float, Tag("float")]
     | Annotated[str, Field(max_length=64), Tag("str")],
     Discriminator(_condition_kind),
+    # One JSON type list: a oneOf of integer and number would refuse every integer.
+    WithJsonSchema({"type": ["boolean", "number", "string"], "maxLength": 64}),
 ]
 
 
@@ -676,7 +679,7 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
         "({min_val: 0.0}): the entry matches only where every op of its chain that has the "
         "argument was called with that value (a default counts), and some op has it "
         "(EnnQuantizer fuses conv + hardtanh only when min_val == 0).",
-        json_schema_extra=_V7,
+        json_schema_extra={**_V7, "additionalProperties": False},
         min_length=1,
         max_length=MAX_CONDITIONS,
     )
