@@ -241,6 +241,10 @@ def test_when_survives_compile_table_data_and_export():
     assert Table.from_data(table).to_data()["rules"] == table["rules"]
     text = dump(spec)
     assert "spec_version: 7" in text and "when: {min_val: 0.0, max_val: 6}" in text
+    toml = dump(spec, format="toml")
+    assert "when = { min_val = 0.0, max_val = 6 }" in toml
+    back = backend_spec.quantizer(backend_spec.loads(toml, format="toml")).table
+    assert back["rules"] == table["rules"]
 
 
 def _probe_op(target, args, output):
