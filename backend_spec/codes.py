@@ -446,6 +446,13 @@ SHARED_OBSERVER_FLOAT_INPUT = _register(
     "An op sharing one observer across its inputs (cat, add) can read an op the spec leaves "
     "float, which convert_fx's lowering may then run on quantized tensors.",
 )
+UNMEETABLE_CONDITION = _register(
+    "BS545",
+    "unmeetable-condition",
+    W,
+    "A `when` condition (version 7) names an argument no ATen op of the entry's pattern has, "
+    "or a value of another type than that argument's: the entry never matches in pt2e.",
+)
 RULE_CRASHED = _register(
     "BS599",
     "rule-crashed",

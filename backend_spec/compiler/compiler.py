@@ -27,6 +27,7 @@ from backend_spec.ir import (
     Entry,
     FunctionRef,
     Origin,
+    policy_value,
 )
 from backend_spec.ir.lift import key_of, pattern_key, torch_defaults
 from backend_spec.ir.lower import LoweredBackendConfig, backend_of, keeping, lower
@@ -361,7 +362,11 @@ class Compiler:
             tuple(tuple([op] if isinstance(op, str) else op) for op in chain)
             for chain in model.aten or ()
         )
-        policy = tuple((k, getattr(model, k)) for k in POLICY_KEYS if getattr(model, k) is not None)
+        policy = tuple(
+            (k, policy_value(getattr(model, k)))
+            for k in POLICY_KEYS
+            if getattr(model, k) is not None
+        )
         origin = Origin(self.doc.file, self.doc.where(path)[0])
         return Entry(key, origin, fields, aten, policy)
 

@@ -17,6 +17,7 @@ from backend_spec.ir.model import (
     Entry,
     FunctionRef,
     Origin,
+    policy_value,
 )
 
 __all__ = [
@@ -28,4 +29,5 @@ __all__ = [
     "Entry",
     "FunctionRef",
     "Origin",
+    "policy_value",
 ]

@@ -33,6 +33,18 @@ from backend_spec.specfile.fields import (
 #: The table keys an entry may set (``pattern`` or ``pattern_complex_format`` among them).
 _ENTRY_KEYS = frozenset(f.key for f in PATTERN_FIELDS)
 
+
+def policy_value(value: Any) -> Any:
+    """A policy value as the frozen form keeps it: a mapping (version 7 ``when``) becomes its
+    ``(key, value)`` pairs in written order, so an entry stays hashable."""
+    return tuple(value.items()) if isinstance(value, dict) else value
+
+
+def spec_value(value: Any) -> Any:
+    """A policy value as a spec writes it (the inverse of :func:`policy_value`)."""
+    return dict(value) if isinstance(value, tuple) else value
+
+
 #: The pt2e policy keys of an entry (``quantize`` and the version 3 keys): every pt2e key of
 #: the table but ``aten``.
 POLICY_KEYS: tuple[str, ...] = PT2E_PATTERN_FIELDS[1:]
@@ -206,7 +218,7 @@ class Entry:
             options["aten"] = [
                 [alts[0] if len(alts) == 1 else list(alts) for alts in chain] for chain in self.aten
             ]
-        options.update(self.policy)
+        options.update((key, spec_value(value)) for key, value in self.policy)
         return options
 
 

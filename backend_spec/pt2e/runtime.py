@@ -248,6 +248,9 @@ class TableQuantizer(Quantizer):
         found.reverse()
         if rule.policy.input_shapes == "equal" and not _equal_tensor_inputs(found[0]):
             return "its inputs are not tensors of one shape (input_shapes: equal)"
+        unmet = _unmet_condition(found, rule.policy.when)
+        if unmet:
+            return unmet
         return found
 
     def _walk_back(
@@ -344,6 +347,35 @@ def _equal_tensor_inputs(node: torch.fx.Node) -> bool:
             return False
         values.append(tuple(arg.meta["val"].shape))
     return len(set(values)) == 1
+
+
+def argument_values(node: torch.fx.Node) -> dict[str, Any]:
+    """The node's arguments by schema name, defaults included (``when`` reads them)."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return {}
+    values: dict[str, Any] = {}
+    for index, argument in enumerate(schema.arguments):
+        if index < len(node.args):
+            values[argument.name] = node.args[index]
+        elif argument.name in node.kwargs:
+            values[argument.name] = node.kwargs[argument.name]
+        elif argument.has_default_value():
+            values[argument.name] = argument.default_value
+    return values
+
+
+def _unmet_condition(nodes: list[torch.fx.Node], when: tuple) -> str | None:
+    """Why the chain's arguments fail ``when`` (spec_version 7), or None: every op whose
+    schema has a named argument must have been called with its value, and some op has it."""
+    for name, wanted in when:
+        found = [values[name] for values in map(argument_values, nodes) if name in values]
+        if not found:
+            return f"no op of the chain has an argument {name} (when)"
+        for value in found:
+            if isinstance(value, bool) != isinstance(wanted, bool) or value != wanted:
+                return f"its {name} is {value!r}, the rule needs {wanted!r} (when)"
+    return None
 
 
 def _scalars_to_tensors(model: torch.fx.GraphModule, targets: set[str]) -> None:
@@ -563,6 +595,13 @@ class _Annotator:
             observation = "different"
         qspec_map = first.meta["quantization_annotation"].input_qspec_map
         if observation == "share" and len(inputs) == 1:
+            borrowing = rule.policy.input_observer == "upstream_only"
+            if borrowing and inputs[0] in self.observed:
+                # The producer's observer, whatever its qspec (Core ML's and LiteRT's pools:
+                # a SharedQuantizationSpec of the input node), not a spec of this rule's own
+                # that torchao would unite with it only when the two are alike.
+                self.annotate_borrowed_output(qspec_map, match, inputs[0])
+                return
             upstream = self.upstream(rule.policy, inputs[0], inputs)
             if upstream is not None:
                 # The output joins the nearest observed op's group through an edge from it
@@ -570,6 +609,8 @@ class _Annotator:
                 # EnnQuantizer's view ops do.
                 qspec_map[upstream] = SharedQuantizationSpec(upstream)
                 self.annotate_output(last, rule, observation, (upstream, first))
+                return
+            if borrowing:  # nothing observed to borrow: the op stays float
                 return
         root = None
         first_in = inputs[0] if inputs else None
@@ -638,6 +679,16 @@ class _Annotator:
         upstream = self.upstream(policy, arg, inputs)
         if upstream is not None:
             qspec_map[upstream] = SharedQuantizationSpec(upstream)
+
+    def annotate_borrowed_output(self, qspec_map: dict, match: Match, producer) -> None:
+        """``input_observer: upstream_only`` on an ``output_share_observer_with_input`` rule:
+        input and output join the observed producer's group, with the producer's spec."""
+        rule, first, last = match.rule, match.nodes[0], match.nodes[-1]
+        qspec_map[producer] = SharedQuantizationSpec(producer)
+        self.annotate_output(last, rule, "share", (producer, first))
+        if last in self.output_spec:  # the group is the producer's, its dtype and spec too
+            self.output_spec[last] = self.output_spec.get(producer, rule.input)
+            self.observed[last] = self.observed[producer]
 
     def annotate_input(self, qspec_map: dict, arg: Any, name: str, dtype: str | None) -> None:
         if dtype is not None and self.observed.get(arg) == dtype and self.reuses(arg, name):

@@ -56,6 +56,10 @@ class Policy:
       producers of its other inputs, splitting them from their own input groups), or
       (spec_version 5) ``join``: the producers keep their groups and torchao unites them all
       (what a hand-written quantizer's ``SharedQuantizationSpec`` on those edges does).
+    * ``when``: ``()``, or (spec_version 7) argument conditions, ``(ATen argument name,
+      value)`` pairs: the rule matches only where every op of its chain whose schema has the
+      argument was called with that value (a default counts), and some op has it
+      (EnnQuantizer fuses conv + hardtanh only when ``min_val == 0``).
     """
 
     quantize: str = "always"
@@ -68,6 +72,7 @@ class Policy:
     bias_qspec: str = "float"
     input_observer: str = "own"
     producers: str = "split"
+    when: tuple[tuple[str, Any], ...] = ()
 
 
 #: Every policy key with its allowed values, the default first (the spec format's source too).
@@ -114,7 +119,13 @@ class Rule:
         data["where"] = list(self.where)
         data["groups"] = list(self.groups)
         data["by_num_args"] = {str(n): obs for n, obs in self.by_num_args}
-        data["policy"] = {k: v for k, v in asdict(self.policy).items() if v != POLICY_VALUES[k][0]}
+        data["policy"] = {
+            k: v
+            for k, v in asdict(self.policy).items()
+            if k in POLICY_VALUES and v != POLICY_VALUES[k][0]
+        }
+        if self.policy.when:  # the one policy key that is not a word: a mapping
+            data["policy"]["when"] = dict(self.policy.when)
         return data
 
     @classmethod
@@ -130,13 +141,19 @@ class Rule:
             output=data.get("output"),
             weight=data.get("weight"),
             reason=data.get("reason", ""),
-            policy=Policy(**(data.get("policy") or {})),
+            policy=_policy(data.get("policy") or {}),
         )
 
     @property
     def key(self) -> tuple:
         """What makes two rules the same match: their chain and provenance."""
         return rule_key(self.chain, self.where)
+
+
+def _policy(data: dict[str, Any]) -> Policy:
+    """A :class:`Policy` from its plain data (``when`` a mapping there, pairs here)."""
+    when = tuple((data.get("when") or {}).items())
+    return Policy(**{k: v for k, v in data.items() if k != "when"}, when=when)
 
 
 def rule_key(chain: Sequence[Sequence[str]], where: Sequence[Any]) -> tuple:

@@ -202,7 +202,7 @@ OBSERVER_FIELDS: tuple[str, ...] = (
 
 #: The pt2e keys of a pattern entry (no torch field): ``aten`` and ``quantize`` (version 2),
 #: then the version 3 policy keys, then the version 4 ``bias_qspec``, then the version 5
-#: ``input_observer`` and ``producers``.
+#: ``input_observer`` and ``producers``, then the version 7 ``when`` (argument conditions).
 PT2E_PATTERN_FIELDS: tuple[str, ...] = (
     "aten",
     "quantize",
@@ -215,6 +215,7 @@ PT2E_PATTERN_FIELDS: tuple[str, ...] = (
     "bias_qspec",
     "input_observer",
     "producers",
+    "when",
 )
 
 #: The pt2e keys of the whole spec (no torch field; version 5): ``graph_inputs``, the dtype

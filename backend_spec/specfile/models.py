@@ -23,12 +23,14 @@ from pydantic import (
     Discriminator,
     Field,
     PrivateAttr,
+    StringConstraints,
     Tag,
     ValidationInfo,
     create_model,
     field_validator,
     model_validator,
 )
+from pydantic.json_schema import WithJsonSchema
 from pydantic_core import PydanticCustomError
 from typing_extensions import TypeAliasType
 
@@ -47,6 +49,11 @@ _V3 = {"x-since": 3}
 _V4 = {"x-since": 4}
 _V5 = {"x-since": 5}
 _V6 = {"x-since": 6}
+_V7 = {"x-since": 7}
+
+#: An ATen argument name a ``when`` condition tests (``min_val``), and the most it may test.
+ARGUMENT_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
+MAX_CONDITIONS = 8
 
 OBSERVATION_TYPES = (
     "output_use_different_observer_as_input",
@@ -549,6 +556,26 @@ _PatternFields = create_model(
 )
 
 
+def _condition_kind(value: Any) -> str | None:
+    """The tag of a ``when`` value: one error for a wrong one, not one per type it may be."""
+    for kind, tag in ((bool, "bool"), (int, "int"), (float, "float"), (str, "str")):
+        if isinstance(value, kind):
+            return tag
+    return None
+
+
+#: A ``when`` value (version 7): what an ATen argument may be compared with.
+ConditionValue = Annotated[
+    Annotated[bool, Tag("bool")]
+    | Annotated[int, Tag("int")]
+    | Annotated[float, Tag("float")]
+    | Annotated[str, Field(max_length=64), Tag("str")],
+    Discriminator(_condition_kind),
+    # One JSON type list: a oneOf of integer and number would refuse every integer.
+    WithJsonSchema({"type": ["boolean", "number", "string"], "maxLength": 64}),
+]
+
+
 class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
     """One supported op pattern (torch's ``BackendPatternConfig``)."""
 
@@ -644,6 +671,19 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
         json_schema_extra=_V5,
     )
 
+    when: dict[  # type: ignore[assignment]  # None: unset; null is refused
+        Annotated[str, StringConstraints(pattern=ARGUMENT_NAME)], ConditionValue
+    ] = Field(
+        None,
+        description="pt2e (version 7): argument conditions, ATen argument name -> value "
+        "({min_val: 0.0}): the entry matches only where every op of its chain that has the "
+        "argument was called with that value (a default counts), and some op has it "
+        "(EnnQuantizer fuses conv + hardtanh only when min_val == 0).",
+        json_schema_extra={**_V7, "additionalProperties": False},
+        min_length=1,
+        max_length=MAX_CONDITIONS,
+    )
+
     _not_null = field_validator(*PT2E_PATTERN_FIELDS, mode="before")(refuse_null)
 
     @model_validator(mode="after")
@@ -695,10 +735,10 @@ class SpecModel(_Strict):
         json_schema_extra={"patternProperties": {"^x-": {}}},
     )
 
-    spec_version: Literal[1, 2, 3, 4, 5, 6] = Field(
+    spec_version: Literal[1, 2, 3, 4, 5, 6, 7] = Field(
         1,
-        description="The format version: 1 (default), 2, 3, 4, 5 or 6 for the keys marked "
-        "x-since 2 / 3 / 4 / 5 / 6.",
+        description="The format version: 1 (default), 2, 3, 4, 5, 6 or 7 for the keys marked "
+        "x-since 2 / 3 / 4 / 5 / 6 / 7.",
     )
 
     @field_validator("spec_version", mode="before")

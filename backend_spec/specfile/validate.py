@@ -517,6 +517,7 @@ def _diagnostic(doc: SourceDoc, data: Any, err: Any) -> Diagnostic:
             path,
             codes.WRONG_TYPE,
             f"{field} keys must be {_key_expected(path)}, got {shown}",
+            "name an argument of the ops' ATen schema, such as min_val" if "when" in path else "",
             at_key=True,
         )
     if kind in _TYPE_NAMES or kind.startswith("union_tag"):
@@ -623,6 +624,8 @@ def _expected(path: KeyPath) -> str:
         return "an op name"
     if "aten" in path:
         return _ATEN_EXPECTED[min(len(path) - path.index("aten"), 3) - 1]
+    if len(path) == 4 and path[-2] == "when":
+        return "a number, true, false or a string (the argument's value, e.g. min_val: 0.0)"
     if last in ("sequential", "reverse_sequential"):
         return "a fused module class name such as nni.ConvReLU2d"
     if last == "call":
@@ -645,6 +648,8 @@ def _key_expected(path: KeyPath) -> str:
         return "numbers of tensor arguments (0, 1, 2...)"
     if "input_type_to_index" in path:
         return "input types (" + ", ".join(INPUT_TYPES) + ")"
+    if "when" in path:
+        return "ATen argument names"
     return "names"
 
 
@@ -662,6 +667,8 @@ def _type_hint(path: KeyPath, value: Any) -> str:
         return f"write [{value}]"
     if "aten" in path:
         return _ATEN_HINT
+    if len(path) == 4 and path[-2] == "when":
+        return "one value per argument, e.g. when: {min_val: 0.0}"
     last = path[-1] if path else None
     if value is None and model_at(path) is not model_at(path[:-1]):  # a mapping left empty
         return (

@@ -125,6 +125,7 @@ def infer(
             builder.single(key, names[0], probed, spellings.get(key, []))
         else:
             fusions.append((key, names))
+    builder.fusion_keys = [key for key, _names in fusions]
     for key, names in fusions:
         spelled = next((k for k in unit_names if k.startswith(f"{key}@")), None)
         builder.fusion(key, names, probed, spelled)
@@ -147,6 +148,9 @@ class _Builder:
         self.own_with_a_scalar: set[str] = set()
         #: The dtype config every float graph input is observed with (version 5), if any.
         self.graph_inputs_config: DTypeConfig | None = None
+        #: The probed fusion units (whose ATen chains may coincide: conv + ReLU6 and conv +
+        #: Hardtanh are both conv2d -> hardtanh, told apart by their arguments).
+        self.fusion_keys: list[str] = []
 
     def result(self) -> Inferred:
         """The entries, longer chains first (readable; the pt2e runtime sorts them anyway)."""
@@ -255,8 +259,37 @@ class _Builder:
             policy["consumers"] = "quantizing"
         if any(_extra_inputs(o) for o in ops[1:]):
             policy.update(extra_inputs="quantized", chain_input="any")
-        any_spelling = spelled is None or _first_annotated(probed, spelled) == (context, ops)
+        when = self.conditions(key, targets, probed)
+        if when:
+            policy["when"] = when
+        any_spelling = (
+            spelled is None
+            or _without_args(_first_annotated(probed, spelled)) == _without_args((context, ops))
+            # The spelled probe's arguments fail the conditions (F.hardtanh's defaults beside
+            # nn.ReLU6): the difference is theirs, not the spelling's.
+            or (bool(when) and not _meets(_alone_ops(probed, spelled), dict(when)))
+        )
         self.add(targets, kept, ops[0], ops[-1], policy, any_spelling=any_spelling)
+
+    def conditions(self, key: str, targets: list[str], probed: dict[str, Any]) -> Any:
+        """``when`` (version 7) of a fused chain whose ATen ops another probed chain shares
+        without being fused (EnnQuantizer's conv + hardtanh only when ``min_val == 0``): the
+        arguments on which the fused probe differs from the others, with its values (every
+        differing argument: two probes cannot tell which one the quantizer reads)."""
+        fused = _alone_ops(probed, key)
+        found: dict[str, Any] = {}
+        for other in self.fusion_keys:
+            ops = _alone_ops(probed, other)
+            if other == key or [o["target"] for o in ops] != targets or _fused(probed, other):
+                continue
+            for mine, theirs in zip(fused, ops, strict=True):
+                for name, value in (mine.get("args") or {}).items():
+                    if (theirs.get("args") or {}).get(name, value) != value:
+                        if found.get(name, value) != value:
+                            self.gap(">".join(targets), f"its ops disagree on {name}")
+                            return ()
+                        found[name] = value
+        return tuple(found.items())
 
     def float_chain(self, key: str, names: tuple[str, ...], probed: dict[str, Any]) -> None:
         """A chain left float although its first op alone is quantized (dynamic XNNPACK skips a
@@ -340,7 +373,7 @@ class _Builder:
                 self.gap(label, f"input {position} has another qspec than input {act_position}")
         if weight is not None and bias is not None:
             policy["bias_qspec"] = self.bias(label, bias, act_position)
-        if borrows:
+        if borrows or _shares_producer(first, act_position, observation):
             policy["input_observer"] = "upstream_only"
         elif len(targets) == 1 and targets[0] in self.upstream:
             policy["input_observer"] = "upstream"
@@ -494,6 +527,29 @@ def _qspecs_of(ops: list[dict[str, Any]]) -> str:
     return json.dumps([(o["inputs"], o["output"]) for o in ops], sort_keys=True)
 
 
+def _alone_ops(probed: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    return (probed.get("alone") or {}).get(key, {}).get("ops", [])
+
+
+def _meets(ops: list[dict[str, Any]], when: dict[str, Any]) -> bool:
+    """Whether probed ops' arguments meet ``when`` conditions (as the pt2e runtime tests)."""
+    return all(
+        (o.get("args") or {}).get(name, value) == value for o in ops for name, value in when.items()
+    )
+
+
+def _fused(probed: dict[str, Any], key: str) -> bool:
+    """Whether a chain's probes show it annotated as one pattern (no inner output qspec)."""
+    _context, ops = _first_annotated(probed, key)
+    return len(ops) > 1 and all(o["output"] is None for o in ops[:-1])
+
+
+def _without_args(found: tuple[str | None, list[dict[str, Any]]]) -> tuple:
+    """A context and its ops without the arguments (spellings differ in how they pass them)."""
+    context, ops = found
+    return context, [{k: v for k, v in o.items() if k != "args"} for o in ops]
+
+
 def _first_annotated(probed: dict[str, Any], key: str) -> tuple[str | None, list[dict[str, Any]]]:
     """The first context (``alone``, then with a quantized producer) where the unit's ops carry
     qspecs, and those ops."""
@@ -586,9 +642,21 @@ def _common_activation(probed: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _borrows_input(targets: list[str], output: dict[str, Any] | None) -> bool:
-    """Whether a single op with no qspec of its own on its input but an observed output is an
-    ``input_observer: upstream_only`` entry (a chain's first op without one is a gap)."""
-    return len(targets) == 1 and output is not None and output.get("kind") == "observed"
+    """Whether a single op with no qspec of its own on its input but an observed or a fixed
+    output is an ``input_observer: upstream_only`` entry (EnnQuantizer's softmax; LiteRT's
+    sigmoid, fixed qparams out, its input left to the producer's observer); a chain's first
+    op without one is a gap."""
+    return len(targets) == 1 and output is not None and output.get("kind") in ("observed", "fixed")
+
+
+def _shares_producer(first: dict[str, Any], position: str | None, observation: Any) -> bool:
+    """Whether an ``output_share_observer_with_input`` op's input is a
+    ``SharedQuantizationSpec`` of its producer (Core ML's and LiteRT's pools, XNNPACK's
+    propagation): it takes the producer's observer whatever its qspec, ``input_observer:
+    upstream_only``."""
+    share = ObservationType.OUTPUT_SHARE_OBSERVER_WITH_INPUT
+    shared = first["inputs"].get(position) if position is not None else None
+    return observation == share and shared == {"kind": "shared", "with": f"producer:{position}"}
 
 
 def _own_with_a_scalar(probed: dict[str, Any]) -> set[str]:

@@ -54,6 +54,7 @@ FUSION_CANDIDATES: tuple[tuple[str, ...], ...] = (
     ("nn.ConvTranspose2d", "nn.BatchNorm2d"),
     ("nn.Linear", "nn.ReLU"),
     ("nn.Linear", "nn.ReLU6"),
+    ("nn.Linear", "nn.Hardtanh"),
     ("nn.Linear", "nn.BatchNorm1d"),
     ("nn.Linear", "nn.Tanh"),
     ("nn.Linear", "nn.LeakyReLU"),
@@ -551,7 +552,7 @@ def read_annotations(graph_module: Any) -> dict[int, dict[str, Any]]:
         if where is None or not where[1]:
             continue
         index, part = where
-        entry = {"target": str(node.target), **describe_node(node)}
+        entry = {"target": str(node.target), **describe_node(node), "args": scalar_args(node)}
         found.setdefault(index, {"ops": [], "pre": [], "post": []})
         found[index]["ops" if part == "op" else part].append(entry)
     return found
@@ -595,6 +596,18 @@ def by_context(snapshot: dict[int, dict[str, Any]], branches: list[Branch]) -> d
             empty = {"ops": [], "pre": [], "post": []}
             result[branch.context or "alone"][branch.unit] = snapshot.get(index, empty)
     return result
+
+
+def scalar_args(node: Any) -> dict[str, Any]:
+    """The node's number, bool and string arguments by schema name, defaults included (what a
+    ``when`` condition can test: hardtanh's ``min_val``)."""
+    from backend_spec.pt2e.runtime import argument_values
+
+    return {
+        name: value
+        for name, value in argument_values(node).items()
+        if isinstance(value, (bool, int, float, str))
+    }
 
 
 def describe_node(node: Any) -> dict[str, Any]:

@@ -16,7 +16,7 @@ patterns:
 should match (version 2): `aten: [[aten.clone.default]]`.
 
 **Only where pt2e is in play.** A file that uses no pt2e key (`aten`, `quantize`, the version
-3 to 5 entry keys, `graph_inputs`, `input_sharing`; its `extends` base counts) is taken to be
+3 to 7 entry keys, `graph_inputs`, `input_sharing`; its `extends` base counts) is taken to be
 for FX: its notes come as one line that counts them and names the first few. The notes are
 listed one per entry when the file uses a pt2e key, or when the rule is selected by name
 (`--select BS701`, or `select` in `[tool.bespec.lint]`).
