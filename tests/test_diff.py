@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -118,7 +119,7 @@ def test_misuse_and_bad_specs(tmp_path: Path) -> None:
 # -- version 2 keys: the whole form is compared -------------------------------------------------
 
 V2_BASE = """\
-spec_version: 6
+spec_version: 7
 name: npu
 dtype_configs:
   act:
@@ -161,6 +162,8 @@ V2_CASES = {
     "producers": ("    dtype_configs: [act]", "join", "split"),
     # version 6
     "ptq_fake_quant": ("input_dtype: {dtype: quint8", "true", "false"),
+    # version 7
+    "when": ("    dtype_configs: [act]", "{min_val: 0}", "{min_val: 1}"),
 }
 
 
@@ -187,8 +190,9 @@ def test_specs_differing_only_in_a_version_2_key_differ(tmp_path: Path, key: str
     a = _v2_spec(tmp_path, "a.yaml", key, old)
     b = _v2_spec(tmp_path, "b.yaml", key, new)
     differences = diff_refs(a, b)
-    # the field is named: dtype_configs[0].input_dtype.observer, aten[0][0]...
-    assert [d.field.rsplit(".", 1)[-1].split("[")[0] for d in differences] == [key], differences
+    # the field is named: dtype_configs[0].input_dtype.observer, aten[0][0], when.min_val...
+    assert len(differences) == 1, differences
+    assert key in re.split(r"[.\[]", differences[0].field), differences
     result = run("diff", a, b)
     assert result.exit_code == 1, result.output
     assert key in result.stdout and "identical" not in result.stdout
