@@ -373,7 +373,8 @@ class _Builder:
                 self.gap(label, f"input {position} has another qspec than input {act_position}")
         if weight is not None and bias is not None:
             policy["bias_qspec"] = self.bias(label, bias, act_position)
-        if borrows or _shares_producer(first, act_position, observation):
+        borrowed = _shares_producer(first, act_position, observation)
+        if borrows or (borrowed and policy.get("quantize") == "if_input_quantized"):
             policy["input_observer"] = "upstream_only"
         elif len(targets) == 1 and targets[0] in self.upstream:
             policy["input_observer"] = "upstream"
@@ -653,7 +654,8 @@ def _shares_producer(first: dict[str, Any], position: str | None, observation: A
     """Whether an ``output_share_observer_with_input`` op's input is a
     ``SharedQuantizationSpec`` of its producer (Core ML's and LiteRT's pools, XNNPACK's
     propagation): it takes the producer's observer whatever its qspec, ``input_observer:
-    upstream_only``."""
+    upstream_only``, when it is also left float after a float producer (an op that then
+    quantizes its input with a qspec of its own, EnnQuantizer's pool, is not borrowing)."""
     share = ObservationType.OUTPUT_SHARE_OBSERVER_WITH_INPUT
     shared = first["inputs"].get(position) if position is not None else None
     return observation == share and shared == {"kind": "shared", "with": f"producer:{position}"}
