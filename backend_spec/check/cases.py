@@ -56,7 +56,9 @@ from backend_spec.specfile.fields import ENTRY_FIELDS
 
 with quiet():
     from torch.ao.quantization import QConfigMapping
+    from torch.ao.quantization.fake_quantize import FixedQParamsFakeQuantize
     from torch.ao.quantization.fx.custom_config import PrepareCustomConfig
+    from torch.ao.quantization.observer import FixedQParamsObserver
     from torch.ao.quantization.quantize_fx import (
         _attach_meta_to_node_if_not_exist,
         _fuse_fx,
@@ -508,7 +510,7 @@ def _clipped_input(prepared: Any, first: Any, synth: Synthesized) -> str:
     low, high = min(float(t.min()) for t in floats), max(float(t.max()) for t in floats)
     for arg in graphs.tensor_args(first):
         observer = _module_at(prepared, arg)
-        if type(observer).__name__ not in ("FixedQParamsObserver", "FixedQParamsFakeQuantize"):
+        if not isinstance(observer, (FixedQParamsObserver, FixedQParamsFakeQuantize)):
             continue
         scale, zero = float(observer.scale), int(observer.zero_point)
         lo, hi = (observer.quant_min - zero) * scale, (observer.quant_max - zero) * scale
