@@ -281,3 +281,35 @@ def test_the_real_litert_static_configs_export_verify_and_match_unseen_models(tm
     assert "verified:" in done.stderr
     assert "input_observer: upstream_only" in out.read_text()
     assert _differences(out, _fixture("litert", config), _unseen()) == []
+
+
+def _always_fails():
+    from torchao.quantization.pt2e.quantizer import Quantizer
+
+    class Fails(Quantizer):
+        def annotate(self, model):
+            raise ValueError("Expected `mod` to be an instance of `torch.nn.Module`")
+
+        def validate(self, model):
+            """Nothing to check."""
+
+    return Fails()
+
+
+def test_a_quantizer_failing_on_a_graph_without_ops_is_not_bisected(monkeypatch):
+    """LiteRT's QAT config fails in every ``annotate`` (its conv-bn patterns call an API that
+    torchao 0.18 changed): one run on a graph without ops says so, instead of dozens of
+    halving runs that end in the same error."""
+    from backend_spec.export.quantizer import _without_failing, verify
+
+    runs = []
+    real_run = verify.run
+    monkeypatch.setattr(verify, "run", lambda *a, **k: runs.append(1) or real_run(*a, **k))
+    parts = probe.SuiteParts()
+    branches = [probe.Branch(f"m{i}") for i in range(4)]
+    for branch in branches:
+        parts.add(branch, nn.ReLU(), (torch.randn(2, 4),))
+    suite = probe.export_suite(parts).module(check_guards=False)
+    with pytest.raises(ValueError, match="fails on any model, even one without ops"):
+        _without_failing(suite, _always_fails, tuple(parts.inputs), branches, "error", False)
+    assert runs == []  # the bisection (verify.run) never started
