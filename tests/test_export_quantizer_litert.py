@@ -221,7 +221,9 @@ def _annotations(quantizer):
     for node in exported.graph.nodes:
         if node.op == "call_function" and node.target in _IMITATED:
             described = probe.describe_node(node)
-            found[node.name] = (described["inputs"], described["output"])
+            # A None qspec (LiteRT's float bias) is no annotation: leave it out.
+            inputs = {k: v for k, v in described["inputs"].items() if v is not None}
+            found[node.name] = (inputs, described["output"])
     return found
 
 
