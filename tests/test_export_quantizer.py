@@ -550,7 +550,7 @@ def test_xnnpack_quantizer_exports_and_matches_unseen_models(tmp_path, per_chann
     the spec matches on models the export never saw."""
     done, out, original = _export_factory(tmp_path, XNNPACK_FACTORY.format(per_channel=per_channel))
     assert done.returncode == 0, done.stderr
-    assert "verified: 9/9 models" in done.stderr
+    assert "verified: 10/10 models" in done.stderr
     assert "aten: [[aten.slice.Tensor]]" in out.read_text()
     assert _matches(out, original, extra=[("views", _views), *_unseen()]) == []
 
@@ -559,13 +559,13 @@ def test_xnnpack_quantizer_exports_and_matches_unseen_models(tmp_path, per_chann
 def test_x86_inductor_quantizer_exports_and_matches_unseen_models(tmp_path):
     done, out, original = _export_factory(tmp_path, X86_FACTORY)
     assert done.returncode == 0, done.stderr
-    assert "verified: 9/9 models" in done.stderr
+    assert "verified: 10/10 models" in done.stderr
     # X86InductorQuantizer itself raises on resnet18_net (one ReLU module called twice).
     assert _matches(out, original, "resnet18_net", extra=_unseen()) == []
     # The shipped port and this fresh export are spelled differently, and behave alike.
     same = _bespec("diff", str(ROOT / "specs" / "x86_inductor.yaml"), str(out), "--behaviour")
     assert same.returncode == 0, same.stdout + same.stderr
-    assert "quantize identically (pt2e: 9 models and 651 probes" in same.stdout
+    assert "quantize identically (pt2e: 10 models and 651 probes" in same.stdout
 
 
 def test_a_refusal_names_each_differing_op_and_the_gaps():
@@ -728,7 +728,7 @@ def test_executorch_delegate_quantizers_export_or_are_refused_naming_ops(tmp_pat
         assert not out.exists()
         pytest.xfail(DELEGATE_REFUSALS[name])
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "verified: 9/9 models" in done.stderr
+    assert "verified: 10/10 models" in done.stderr
     assert _matches(out, factory) == []
 
 

@@ -333,6 +333,13 @@ class _Builder:
         bias = _param_qspec(first, "2") if weight_position == "1" else None
         output = _fixed_observer(last["output"])
         observation = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
+        producer = {"kind": "shared", "with": f"producer:{act_position}"}
+        if act is None and output == producer and len(targets) == 1:
+            # An output sharing its producer's observer and no input qspec (LiteRT's max_pool2d,
+            # whose output annotation replaces the one of its input): torchao puts the input
+            # edge in that group as well, as if the input shared it too.
+            first = {**first, "inputs": {**first["inputs"], act_position: producer}}
+            act = producer
         if act is not None and act.get("kind") == "shared" and self.common is not None:
             act = self.common  # the producer's own qspec, as the spec's runtime reuses it
         if act is None and output is None:

@@ -97,6 +97,26 @@ class Block(nn.Module):
         return x + self.fc2(F.gelu(self.fc1(self.norm2(x))))
 
 
+class ModuleNet(nn.Module):
+    """Written with modules, as torchvision writes ResNets: quantizers that match source
+    partitions by module class (LiteRT's add + ``nn.ReLU`` and ``nn.MaxPool2d``) treat it
+    otherwise than the functional nets: a conv-bn-relu stem before ``nn.MaxPool2d``, a
+    residual add before an ``nn.ReLU``, ``nn.AdaptiveAvgPool2d`` and a Linear head. (Each ReLU
+    is its own module: X86InductorQuantizer raises on one called twice.)"""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8)
+        self.conv2, self.bn2 = nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8)
+        self.relu1, self.relu2, self.pool = nn.ReLU(inplace=True), nn.ReLU(), nn.MaxPool2d(2)
+        self.avg, self.fc = nn.AdaptiveAvgPool2d(1), nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.pool(self.relu1(self.bn1(self.conv1(x))))
+        y = self.relu2(self.bn2(self.conv2(x)) + x)
+        return self.fc(torch.flatten(self.avg(y), 1))
+
+
 class EmbeddingNet(nn.Module):
     """Token ids -> an embedding table -> a Linear: a quantizer may quantize the table only
     (weight-only, float qparams), the Linear only, or both."""
@@ -138,4 +158,5 @@ MODELS: dict[str, Callable[[], tuple[nn.Module, tuple]]] = {
     "pool_act": lambda: _build(PoolAct, 2, 3, 16, 16),
     "transformer": lambda: _build(Block, 2, 5, 16),
     "embedding": _embedding,
+    "modules": lambda: _build(ModuleNet, 2, 3, 8, 8),
 }

@@ -458,7 +458,32 @@ def export_suite(parts: SuiteParts, train: bool = False) -> Any:
     suite = Suite(parts.modules, parts.arity).train(train)
     with quiet(), torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return torch.export.export(suite, tuple(parts.inputs))
+        exported = torch.export.export(suite, tuple(parts.inputs))
+    separate_sources(exported.graph)
+    return exported
+
+
+def separate_sources(graph: Any) -> None:
+    """Number each branch's ``torch_fn`` sources as if the branch were exported alone.
+
+    ``torch.export`` names a node's source ``NAME_COUNT``, counting per function over the
+    whole export, and ``get_source_partitions`` groups nodes by (name, that id): so
+    ``torch.mul`` in one branch and ``a * b`` (``Tensor.mul``) in another, both ``mul_3``,
+    become one partition, and a quantizer that annotates a partition's first output only
+    (LiteRT's ``_annotate_mul``) leaves one of them float, whichever a set ordered first.
+    Branches must not see each other: each gets its own counts, and ids no other branch has.
+    """
+    counts: dict[tuple[int, str], int] = {}
+    for node in graph.nodes:
+        source = node.meta.get("torch_fn")
+        where = branch_of(node) if source is not None else None
+        if where is None or not isinstance(source, tuple) or len(source) != 2:
+            continue
+        function = str(source[1])
+        key = (where[0], function)
+        counts[key] = counts.get(key, 0) + 1
+        name = function.rsplit(".", 1)[-1]
+        node.meta["torch_fn"] = (f"branches.{where[0]}.{name}_{counts[key]}", function)
 
 
 _PATH = re.compile(r"branches\.(\d+)(?:\.(pre|op|post))?")

@@ -109,8 +109,10 @@ def observers(prepared: Any, exported: Any) -> dict[str, list[tuple]]:
     instance shared by several edges is one group): two prepared graphs whose nodes read the
     same here get the same qparams from the same calibration, so they convert alike. The
     observers along one edge (a producer's output observer, then the consumer's input one) are
-    listed once when they are the same."""
-    modules = dict(prepared.named_modules())
+    listed once when they are the same. An instance shared by several edges is inserted once
+    per edge under a name of its own (``activation_post_process_3`` is ``_2``): every name
+    counts (``named_modules`` would list it under its first name only)."""
+    modules = dict(prepared.named_modules(remove_duplicate=False))
     names = {node.name for node in exported.graph.nodes}
 
     def is_observer(node: Any) -> bool:
