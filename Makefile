@@ -36,6 +36,10 @@ $(STAMP): pyproject.toml
 	# with the reason when it is missing.
 	$(PIP) --no-deps executorch==1.5.1 flatbuffers tabulate
 	$(PY) -c "import executorch.backends.xnnpack.quantizer.xnnpack_quantizer"
+	# Vendor quantizers that `bespec export` is tested against (tests/fixtures/quantizers):
+	# LiteRT's pt2e quantizer needs only torch and torchao (its fixture loads it without
+	# litert_torch/__init__, which wants the converter stack).
+	$(PIP) --no-deps litert-torch==0.10.0
 	# Bytecode now, as a wheel install has it: else the first command of a fresh checkout
 	# (a pre-commit lint, say) pays for compiling bespec's sources.
 	$(PY) -m compileall -q backend_spec cli.py
