@@ -453,6 +453,15 @@ UNMEETABLE_CONDITION = _register(
     "A `when` condition (version 7) names an argument no ATen op of the entry's pattern has, "
     "or a value of another type than that argument's: the entry never matches in pt2e.",
 )
+NARROWED_UNCUSTOMIZED_QRANGE = _register(
+    "BS547",
+    "narrowed-uncustomized-qrange",
+    W,
+    "A dtype mapping says `customized_qrange: false` (version 8: the observer keeps its dtype's "
+    "own range) and also narrows that range (`quant_min_lower_bound`, `quant_max_upper_bound`, "
+    "`reduce_range: true`): the observer is built with the narrowed range, so the key has no "
+    "effect.",
+)
 RULE_CRASHED = _register(
     "BS599",
     "rule-crashed",

@@ -119,7 +119,7 @@ def test_misuse_and_bad_specs(tmp_path: Path) -> None:
 # -- version 2 keys: the whole form is compared -------------------------------------------------
 
 V2_BASE = """\
-spec_version: 7
+spec_version: 8
 name: npu
 dtype_configs:
   act:
@@ -164,6 +164,8 @@ V2_CASES = {
     "ptq_fake_quant": ("input_dtype: {dtype: quint8", "true", "false"),
     # version 7
     "when": ("    dtype_configs: [act]", "{min_val: 0}", "{min_val: 1}"),
+    # version 8
+    "customized_qrange": ("input_dtype: {dtype: quint8", "false", "true"),
 }
 
 

@@ -414,6 +414,8 @@ def fake_quant(observer: Any, kind: str) -> tuple[Any, str]:
     per_channel = isinstance(instance, PerChannelMinMaxObserver)
     # Both wrappers default to 0..255 whatever the dtype, so they get the observer's range.
     bounds = {"quant_min": instance.quant_min, "quant_max": instance.quant_max}
+    if not getattr(instance, "has_customized_qrange", True):
+        bounds = {}  # customized_qrange: false (version 8): the wrapper keeps none either
     if kind == "fused_moving_avg":
         moving = (
             MovingAveragePerChannelMinMaxObserver if per_channel else MovingAverageMinMaxObserver
@@ -458,6 +460,7 @@ _ACTIVATION_DEFAULTS = {
     "granularity": "per_tensor",
     "fake_quant": DEFAULT_FAKE_QUANT,
     "ptq_fake_quant": False,
+    "customized_qrange": True,
 }
 
 
@@ -578,8 +581,18 @@ def _activation_observer(inp: Constraints, out: Constraints, reduce_range: bool)
     qscheme = torch.per_tensor_symmetric if chosen.get("qscheme") == "symmetric" else None
     extra = {} if qscheme is None else {"qscheme": qscheme}
     return observer.with_args(
-        dtype=dtype, quant_min=qmin, quant_max=qmax, eps=_eps(scale_min), **extra
+        dtype=dtype, **_qrange(dtype, qmin, qmax, chosen), eps=_eps(scale_min), **extra
     ), ""
+
+
+def _qrange(dtype: torch.dtype, qmin: int, qmax: int, options: dict[str, Any]) -> dict[str, int]:
+    """An observer's ``quant_min``/``quant_max`` arguments: none at all for a mapping that says
+    ``customized_qrange: false`` (version 8) and keeps its dtype's own range, as a pt2e qspec
+    that leaves them unset (torch's observer then has no customized range, and puts a
+    symmetric uint8 zero point at 128); the range otherwise (BS547 reports a narrowed one)."""
+    if options.get("customized_qrange") is False and (qmin, qmax) == _QRANGE[dtype]:
+        return {}
+    return {"quant_min": qmin, "quant_max": qmax}
 
 
 def _merge_constraints(a: Constraints, b: Constraints) -> Constraints | None:
@@ -646,7 +659,7 @@ def _weight_observer(weight: Constraints):
     qmin, qmax = _quant_range(dtype, qmin_lb, qmax_ub, reduce=options.get("reduce_range", False))
     symmetric = options.get("qscheme", "symmetric" if qmin < 0 else "affine") == "symmetric"
     per_tensor, per_channel = _OBSERVER_KINDS[options.get("observer", "minmax")]
-    kwargs = {"dtype": dtype, "quant_min": qmin, "quant_max": qmax, "eps": _eps(scale_min)}
+    kwargs = {"dtype": dtype, **_qrange(dtype, qmin, qmax, options), "eps": _eps(scale_min)}
     if options.get("granularity") == "per_channel":
         if per_channel is None:
             return None, f"no per-channel {options['observer']} observer"

@@ -188,8 +188,8 @@ CONSTRAINT_FIELDS: tuple[str, ...] = (
     "zero_point_exact_match",
 )
 
-#: Observer keys of a dtype mapping (version 2; ``ptq_fake_quant`` version 6; defaults: what
-#: version 1 builds), in spec order.
+#: Observer keys of a dtype mapping (version 2; ``ptq_fake_quant`` version 6; ``customized_qrange``
+#: version 8; defaults: what version 1 builds), in spec order.
 OBSERVER_FIELDS: tuple[str, ...] = (
     "observer",
     "qscheme",
@@ -198,6 +198,7 @@ OBSERVER_FIELDS: tuple[str, ...] = (
     "reduce_range",
     "fake_quant",
     "ptq_fake_quant",
+    "customized_qrange",
 )
 
 #: The pt2e keys of a pattern entry (no torch field): ``aten`` and ``quantize`` (version 2),

@@ -50,6 +50,7 @@ _V4 = {"x-since": 4}
 _V5 = {"x-since": 5}
 _V6 = {"x-since": 6}
 _V7 = {"x-since": 7}
+_V8 = {"x-since": 8}
 
 #: An ATen argument name a ``when`` condition tests (``min_val``), and the most it may test.
 ARGUMENT_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
@@ -220,6 +221,13 @@ class DTypeWithConstraintsModel(_Strict):
         description="PTQ observes with this mapping's fake-quantize (fake_quant) too, as a "
         "config of fake-quantizes given to prepare_pt2e does (version 6; default false).",
         json_schema_extra=_V6,
+    )
+    customized_qrange: bool | None = Field(
+        None,
+        description="false: the observer is built without quant_min/quant_max, as a qspec that "
+        "leaves them unset (torch's has_customized_qrange false: a symmetric uint8 zero point "
+        "is then 128, not (quant_min + quant_max) // 2 = 127); version 8, default true.",
+        json_schema_extra=_V8,
     )
 
     @field_validator("dtype")
@@ -735,10 +743,10 @@ class SpecModel(_Strict):
         json_schema_extra={"patternProperties": {"^x-": {}}},
     )
 
-    spec_version: Literal[1, 2, 3, 4, 5, 6, 7] = Field(
+    spec_version: Literal[1, 2, 3, 4, 5, 6, 7, 8] = Field(
         1,
-        description="The format version: 1 (default), 2, 3, 4, 5, 6 or 7 for the keys marked "
-        "x-since 2 / 3 / 4 / 5 / 6 / 7.",
+        description="The format version: 1 (default), 2, 3, 4, 5, 6, 7 or 8 for the keys marked "
+        "x-since 2 / 3 / 4 / 5 / 6 / 7 / 8.",
     )
 
     @field_validator("spec_version", mode="before")

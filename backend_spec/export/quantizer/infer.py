@@ -497,6 +497,8 @@ class _Builder:
         eps = kwargs.pop("eps", None)
         if eps is not None and float(eps) > _FLOAT_EPS:
             options["scale_min_lower_bound"] = float(eps)
+        if _uncustomized_qrange(qspec, kwargs, dtype):
+            options["customized_qrange"] = False
         for key in ("dtype", "qscheme", "quant_min", "quant_max", "ch_axis", "is_dynamic"):
             kwargs.pop(key, None)
         if kwargs:
@@ -719,6 +721,19 @@ def _upstream_readers(probed: dict[str, Any]) -> set[str]:
         if any(q == {"kind": "shared", "with": "other"} for q in qspecs):
             found.add(ops[0]["target"])
     return found
+
+
+def _uncustomized_qrange(qspec: dict[str, Any], kwargs: dict[str, Any], dtype: Any) -> bool:
+    """Whether an observed qspec leaves its range unset where that changes its qparams: a
+    symmetric uint8 observer without ``quant_min``/``quant_max`` puts its zero point at 128,
+    one given the full range at 127 (version 8 ``customized_qrange: false``; elsewhere the
+    two compute alike, and the spec stays at its older version)."""
+    unset = all(qspec.get(key) is None and kwargs.get(key) is None for key in _RANGE_KEYS)
+    symmetric = "symmetric" in (qspec.get("qscheme") or "")
+    return unset and symmetric and dtype == torch.quint8
+
+
+_RANGE_KEYS = ("quant_min", "quant_max")
 
 
 def _fixed_observer(qspec: dict[str, Any] | None) -> dict[str, Any] | None:
