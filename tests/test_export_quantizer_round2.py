@@ -386,7 +386,7 @@ def test_a_failing_op_is_isolated_with_all_its_probes_and_the_models_named():
     suite = probe.export_suite(parts).module(check_guards=False)
     branches = [branch for branch, _ in made]
     _rest, dropped = _without_failing(
-        suite, _fails_on_sigmoid, tuple(parts.inputs), branches, "error", False
+        suite, _fails_on_sigmoid, (tuple(parts.inputs), None), branches, "error", False
     )
     assert dropped == {1, 2, 4}
     from backend_spec._torch import BackendConfig
@@ -397,6 +397,67 @@ def test_a_failing_op_is_isolated_with_all_its_probes_and_the_models_named():
         "note: the quantizer itself fails on models gated; 2 probes of aten.sigmoid.default "
         "(left out)\n"
     )
+
+
+def _per_channel_norm_weight():
+    """Like OpenVINO's quantizer: a per-channel observer on layer_norm's 1-D weight, which
+    annotates and prepares but raises when calibrated (``flatten(start_dim=1)`` of 1-D)."""
+    from torchao.quantization.pt2e import PerChannelMinMaxObserver
+    from torchao.quantization.pt2e.quantizer import (
+        QuantizationAnnotation,
+        QuantizationSpec,
+        Quantizer,
+    )
+
+    qspec = QuantizationSpec(
+        dtype=torch.int8,
+        observer_or_fake_quant_ctr=PerChannelMinMaxObserver,
+        quant_min=-128,
+        quant_max=127,
+        qscheme=torch.per_channel_symmetric,
+        ch_axis=0,
+    )
+
+    class NormWeight(Quantizer):
+        def annotate(self, model):
+            for node in model.graph.nodes:
+                if node.target == torch.ops.aten.layer_norm.default:
+                    weight = node.args[2]
+                    node.meta["quantization_annotation"] = QuantizationAnnotation(
+                        input_qspec_map={weight: qspec}, _annotated=True
+                    )
+            return model
+
+        def validate(self, model):
+            """Nothing to check."""
+
+    return NormWeight()
+
+
+@pytest.mark.parametrize(
+    ("converted", "expected"),
+    [({0, 1}, {1}), (None, {1, 2})],
+    ids=["probes-prepared-only", "all-calibrated"],
+)
+def test_a_branch_is_left_out_only_when_it_fails_the_run_the_export_makes(converted, expected):
+    """The failure search repeats the failing run: the probes are only prepared there (not
+    calibrated), so a probe whose observer fails when calibrated is kept and compared as
+    prepared; only the model that failed is left out."""
+    from backend_spec.export.quantizer.verify import failing_branches, run
+
+    parts = probe.SuiteParts()
+    made = [
+        ("mlp", torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())),
+        ("normed", torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4))),
+        ("alone:aten.layer_norm.default", torch.nn.LayerNorm(4)),
+    ]
+    for label, module in made:
+        parts.add(probe.Branch(label), module, (torch.randn(2, 4),))
+    suite = probe.export_suite(parts).module(check_guards=False)
+    inputs = tuple(parts.inputs)
+    assert run(suite, _per_channel_norm_weight(), inputs, converted).error
+    found = failing_branches(suite, _per_channel_norm_weight, inputs, 3, converted=converted)
+    assert found == expected
 
 
 # --- slow: one CLI export per quantizer ----------------------------------------------------
