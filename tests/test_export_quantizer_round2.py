@@ -569,3 +569,37 @@ def test_xnnpacks_qat_config_is_verified_in_the_qat_flow(tmp_path):
     assert "fake_quant: fused_moving_avg" in text and "ptq_fake_quant: true" in text
     models = _hidden_models("resnet18_net", "conv_bn_relu", "transformer")
     assert _qat_matches(out, _original("xnnpack_qat"), models) == []
+
+
+def test_a_graph_input_observed_for_its_reader_is_read_as_the_readers_input():
+    """Some graph inputs observed on their own output (those a linear reads), others not: the
+    probes describe the observer as the linear's input qspec, and inference writes no gap."""
+    from tests.fixtures.quantizers.odd import reader_side_quantizer
+
+    parts = probe.SuiteParts()
+    for label, module in (("lin", torch.nn.Linear(4, 4)), ("relu", torch.nn.ReLU())):
+        made = probe.Probe(module, [4], 4, "alone")
+        parts.add(probe.Branch(f"alone:{label}", label, "alone"), made, (torch.randn(2, 4),))
+    suite = probe.export_suite(parts).module(check_guards=False)
+    reader_side_quantizer().annotate(suite)
+    found = probe.read_annotations(suite)
+    (linear,) = found[0]["ops"]
+    assert linear["inputs"]["0"]["observer"] == "MinMaxObserver"
+    assert linear["inputs"]["1"]["qscheme"] == "per_channel_symmetric"
+    assert [op["inputs"] for op in found[1]["ops"]] == [{}]
+    inputs = probe.read_graph_inputs(suite)
+    assert [q is not None for q in inputs] == [True, False]
+    names = {"lin": ("nn.Linear",)}
+    probed = {"alone": {"lin": found[0]}}
+    assert infer(probed, names, "t", inputs).gaps == []
+
+
+@pytest.mark.slow
+def test_a_quantizer_observing_graph_inputs_for_their_readers_exports_and_matches(tmp_path):
+    done, out = _export(tmp_path, f"{FIXTURES / 'odd.py'}:reader_side_quantizer")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "verified" in done.stderr
+    from tests.fixtures.quantizers.odd import reader_side_quantizer
+
+    unseen = _hidden_models("resnet18_net", "functional")
+    assert _matches(out, reader_side_quantizer, unseen) == []
