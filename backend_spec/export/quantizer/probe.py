@@ -295,8 +295,11 @@ class SuiteParts:
     branches: list[Branch] = field(default_factory=list)
 
     def add(self, branch: Branch, module: nn.Module, inputs: tuple) -> None:
+        """One branch. Its tensors are copies: the probes of one unit share their example
+        inputs, and ``torch.export`` makes one graph input of a tensor passed twice, so a
+        quantizer observing a graph input for one branch would observe it for the others."""
         self.modules.append(module.eval())
-        self.inputs.extend(inputs)
+        self.inputs.extend(t.clone() if isinstance(t, torch.Tensor) else t for t in inputs)
         self.arity.append(len(inputs))
         self.branches.append(branch)
 
