@@ -603,3 +603,35 @@ def test_a_quantizer_observing_graph_inputs_for_their_readers_exports_and_matche
 
     unseen = _hidden_models("resnet18_net", "functional")
     assert _matches(out, reader_side_quantizer, unseen) == []
+
+
+@pytest.mark.parametrize("eps", [1e-16, 2**-12])
+def test_an_observer_eps_below_the_default_is_written_and_rebuilt(tmp_path, eps):
+    """OpenVINO's observers take ``eps=1e-16``: the spec writes it as scale_min_lower_bound
+    and its quantizer's observers get it back (before, an eps under float32's was dropped)."""
+    import backend_spec
+    from backend_spec.export import dump
+
+    act = {**ACT, "kwargs": {"eps": eps}}
+    weight = {**act, "qscheme": "per_channel_symmetric", "ch_axis": 0}
+    weight["observer"] = "PerChannelMinMaxObserver"
+    op = {
+        "target": "aten.linear.default",
+        "inputs": {"0": act, "1": weight},
+        "kinds": {"0": "act", "1": "param"},
+        "output": act,
+        "weight": "1",
+        "args": {},
+    }
+    probed = {context: {} for context in probe.CONTEXTS}
+    probed["alone"]["aten.linear.default"] = _unit([op])
+    inferred = infer(probed, {"aten.linear.default": ("nn.Linear",)}, "t")
+    assert inferred.gaps == []
+    path = tmp_path / "t.yaml"
+    path.write_text(dump(inferred.backend_config, "yaml", name="t"))
+    model = torch.export.export(torch.nn.Linear(4, 4).eval(), (torch.randn(2, 4),)).module()
+    from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
+
+    prepared = prepare_pt2e(model, backend_spec.quantizer(backend_spec.load(path)))
+    found = {float(m.eps) for m in prepared.modules() if hasattr(m, "eps")}
+    assert found == {float(torch.tensor(eps, dtype=torch.float32))}

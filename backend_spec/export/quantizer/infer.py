@@ -490,7 +490,8 @@ class _Builder:
         # fake-quantize's observer keeps its own axis (0) unless its arguments set one.
         axis = kwargs.get("ch_axis", 0 if fake_quant is not None else qspec.get("ch_axis"))
         eps = kwargs.pop("eps", None)
-        if eps is not None and float(eps) > _FLOAT_EPS:
+        # Any eps but the observers' default, smaller ones too (OpenVINO's 1e-16).
+        if eps is not None and float(eps) != _FLOAT_EPS:
             options["scale_min_lower_bound"] = float(eps)
         for key in ("dtype", "qscheme", "quant_min", "quant_max", "ch_axis", "is_dynamic"):
             kwargs.pop(key, None)
