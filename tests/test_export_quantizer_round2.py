@@ -386,7 +386,7 @@ def test_a_failing_op_is_isolated_with_all_its_probes_and_the_models_named():
     suite = probe.export_suite(parts).module(check_guards=False)
     branches = [branch for branch, _ in made]
     _rest, dropped = _without_failing(
-        suite, _fails_on_sigmoid, tuple(parts.inputs), branches, "error", False
+        suite, _fails_on_sigmoid, (tuple(parts.inputs), None), branches, "error", False
     )
     assert dropped == {1, 2, 4}
     from backend_spec._torch import BackendConfig
@@ -397,6 +397,67 @@ def test_a_failing_op_is_isolated_with_all_its_probes_and_the_models_named():
         "note: the quantizer itself fails on models gated; 2 probes of aten.sigmoid.default "
         "(left out)\n"
     )
+
+
+def _per_channel_norm_weight():
+    """Like OpenVINO's quantizer: a per-channel observer on layer_norm's 1-D weight, which
+    annotates and prepares but raises when calibrated (``flatten(start_dim=1)`` of 1-D)."""
+    from torchao.quantization.pt2e import PerChannelMinMaxObserver
+    from torchao.quantization.pt2e.quantizer import (
+        QuantizationAnnotation,
+        QuantizationSpec,
+        Quantizer,
+    )
+
+    qspec = QuantizationSpec(
+        dtype=torch.int8,
+        observer_or_fake_quant_ctr=PerChannelMinMaxObserver,
+        quant_min=-128,
+        quant_max=127,
+        qscheme=torch.per_channel_symmetric,
+        ch_axis=0,
+    )
+
+    class NormWeight(Quantizer):
+        def annotate(self, model):
+            for node in model.graph.nodes:
+                if node.target == torch.ops.aten.layer_norm.default:
+                    weight = node.args[2]
+                    node.meta["quantization_annotation"] = QuantizationAnnotation(
+                        input_qspec_map={weight: qspec}, _annotated=True
+                    )
+            return model
+
+        def validate(self, model):
+            """Nothing to check."""
+
+    return NormWeight()
+
+
+@pytest.mark.parametrize(
+    ("converted", "expected"),
+    [({0, 1}, {1}), (None, {1, 2})],
+    ids=["probes-prepared-only", "all-calibrated"],
+)
+def test_a_branch_is_left_out_only_when_it_fails_the_run_the_export_makes(converted, expected):
+    """The failure search repeats the failing run: the probes are only prepared there (not
+    calibrated), so a probe whose observer fails when calibrated is kept and compared as
+    prepared; only the model that failed is left out."""
+    from backend_spec.export.quantizer.verify import failing_branches, run
+
+    parts = probe.SuiteParts()
+    made = [
+        ("mlp", torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())),
+        ("normed", torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4))),
+        ("alone:aten.layer_norm.default", torch.nn.LayerNorm(4)),
+    ]
+    for label, module in made:
+        parts.add(probe.Branch(label), module, (torch.randn(2, 4),))
+    suite = probe.export_suite(parts).module(check_guards=False)
+    inputs = tuple(parts.inputs)
+    assert run(suite, _per_channel_norm_weight(), inputs, converted).error
+    found = failing_branches(suite, _per_channel_norm_weight, inputs, 3, converted=converted)
+    assert found == expected
 
 
 # --- slow: one CLI export per quantizer ----------------------------------------------------
@@ -508,3 +569,69 @@ def test_xnnpacks_qat_config_is_verified_in_the_qat_flow(tmp_path):
     assert "fake_quant: fused_moving_avg" in text and "ptq_fake_quant: true" in text
     models = _hidden_models("resnet18_net", "conv_bn_relu", "transformer")
     assert _qat_matches(out, _original("xnnpack_qat"), models) == []
+
+
+def test_a_graph_input_observed_for_its_reader_is_read_as_the_readers_input():
+    """Some graph inputs observed on their own output (those a linear reads), others not: the
+    probes describe the observer as the linear's input qspec, and inference writes no gap."""
+    from tests.fixtures.quantizers.odd import reader_side_quantizer
+
+    parts = probe.SuiteParts()
+    for label, module in (("lin", torch.nn.Linear(4, 4)), ("relu", torch.nn.ReLU())):
+        made = probe.Probe(module, [4], 4, "alone")
+        parts.add(probe.Branch(f"alone:{label}", label, "alone"), made, (torch.randn(2, 4),))
+    suite = probe.export_suite(parts).module(check_guards=False)
+    reader_side_quantizer().annotate(suite)
+    found = probe.read_annotations(suite)
+    (linear,) = found[0]["ops"]
+    assert linear["inputs"]["0"]["observer"] == "MinMaxObserver"
+    assert linear["inputs"]["1"]["qscheme"] == "per_channel_symmetric"
+    assert [op["inputs"] for op in found[1]["ops"]] == [{}]
+    inputs = probe.read_graph_inputs(suite)
+    assert [q is not None for q in inputs] == [True, False]
+    names = {"lin": ("nn.Linear",)}
+    probed = {"alone": {"lin": found[0]}}
+    assert infer(probed, names, "t", inputs).gaps == []
+
+
+@pytest.mark.slow
+def test_a_quantizer_observing_graph_inputs_for_their_readers_exports_and_matches(tmp_path):
+    done, out = _export(tmp_path, f"{FIXTURES / 'odd.py'}:reader_side_quantizer")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "verified" in done.stderr
+    from tests.fixtures.quantizers.odd import reader_side_quantizer
+
+    unseen = _hidden_models("resnet18_net", "functional")
+    assert _matches(out, reader_side_quantizer, unseen) == []
+
+
+@pytest.mark.parametrize("eps", [1e-16, 2**-12])
+def test_an_observer_eps_below_the_default_is_written_and_rebuilt(tmp_path, eps):
+    """OpenVINO's observers take ``eps=1e-16``: the spec writes it as scale_min_lower_bound
+    and its quantizer's observers get it back (before, an eps under float32's was dropped)."""
+    import backend_spec
+    from backend_spec.export import dump
+
+    act = {**ACT, "kwargs": {"eps": eps}}
+    weight = {**act, "qscheme": "per_channel_symmetric", "ch_axis": 0}
+    weight["observer"] = "PerChannelMinMaxObserver"
+    op = {
+        "target": "aten.linear.default",
+        "inputs": {"0": act, "1": weight},
+        "kinds": {"0": "act", "1": "param"},
+        "output": act,
+        "weight": "1",
+        "args": {},
+    }
+    probed = {context: {} for context in probe.CONTEXTS}
+    probed["alone"]["aten.linear.default"] = _unit([op])
+    inferred = infer(probed, {"aten.linear.default": ("nn.Linear",)}, "t")
+    assert inferred.gaps == []
+    path = tmp_path / "t.yaml"
+    path.write_text(dump(inferred.backend_config, "yaml", name="t"))
+    model = torch.export.export(torch.nn.Linear(4, 4).eval(), (torch.randn(2, 4),)).module()
+    from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
+
+    prepared = prepare_pt2e(model, backend_spec.quantizer(backend_spec.load(path)))
+    found = {float(m.eps) for m in prepared.modules() if hasattr(m, "eps")}
+    assert found == {float(torch.tensor(eps, dtype=torch.float32))}

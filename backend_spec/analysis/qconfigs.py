@@ -634,9 +634,10 @@ def _quant_range(dtype: torch.dtype, lower: int | None, upper: int | None, *, re
 
 
 def _eps(scale_min: float | None) -> float:
-    """Observer ``eps`` is torch's stand-in for the minimum scale a backend accepts."""
+    """Observer ``eps`` is torch's stand-in for the minimum scale a backend accepts: the
+    bound itself when positive (below the default too: OpenVINO's observers take 1e-16)."""
     default = torch.finfo(torch.float32).eps
-    return default if scale_min is None else max(default, scale_min)
+    return scale_min if scale_min is not None and scale_min > 0 else default
 
 
 def _weight_observer(weight: Constraints):

@@ -203,7 +203,12 @@ class _Flow:
         self.original = run(self.suite, self.recorder, self.inputs, self.models, self.qat)
         if self.original.error:
             self.suite, self.dropped = _without_failing(
-                self.suite, self.factory, self.inputs, self.branches, self.original.error, self.qat
+                self.suite,
+                self.factory,
+                (self.inputs, self.models),
+                self.branches,
+                self.original.error,
+                self.qat,
             )
             self.recorder = probe.recording(self.factory())
             self.original = run(self.suite, self.recorder, self.inputs, self.models, self.qat)
@@ -236,7 +241,7 @@ class _Flow:
             # leave those units out; the conv probes refine, the main suite's results stand.
             try:
                 suite, _ = _without_failing(
-                    suite, self.factory, inputs, parts.branches, original.error, self.qat
+                    suite, self.factory, (inputs, set()), parts.branches, original.error, self.qat
                 )
             except ValueError:
                 return None
@@ -414,11 +419,18 @@ def _exercised(op: Any, present: set[str]) -> bool:
 
 
 def _without_failing(
-    suite: Any, factory: Callable[[], Any], inputs: tuple, branches: list, error: str, qat: bool
+    suite: Any,
+    factory: Callable[[], Any],
+    run_as: tuple[tuple, set[int] | None],
+    branches: list,
+    error: str,
+    qat: bool,
 ) -> tuple[Any, set[int]]:
     """The suite without the branches the quantizer fails on by itself (a quantizer's own bug
     on one op or model must not stop the export of the rest), and their indices. The probes
-    of one unit (every context) are searched as one group, each model as its own."""
+    of one unit (every context) are searched as one group, each model as its own.
+    ``run_as`` is the failing run's (inputs, converted branches), which each trial repeats."""
+    inputs, converted = run_as
     from backend_spec.export.quantizer.verify import failing_branches, without
 
     # A quantizer that fails on a graph without a single op fails by itself on any model
@@ -432,7 +444,7 @@ def _without_failing(
         unit = branch.unit.split("#")[0].split("@")[0] if branch.unit else None
         grouped.setdefault(unit or f"model:{branch.label}", []).append(index)
     groups = list(grouped.values())
-    dropped = failing_branches(suite, factory, inputs, len(branches), qat, groups)
+    dropped = failing_branches(suite, factory, inputs, len(branches), qat, groups, converted)
     if not dropped:
         what = "" if dropped is None else " (no branch fails alone)"
         raise ValueError(f"the quantizer fails on the probe suite{what}: {error}")

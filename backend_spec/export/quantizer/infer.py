@@ -193,14 +193,16 @@ class _Builder:
 
     def graph_inputs(self, qspecs: list[dict[str, Any] | None]) -> None:
         """``graph_inputs`` (version 5) when the quantizer observes every float graph input
-        with one qspec of its own; some observed and some not is a gap."""
+        with one qspec of its own; not all alike is a gap. Some observed and some not is no
+        construct of its own: the probes read each such observer as the input qspec of the op
+        reading it (:func:`.probe.read_annotations`), and that op's entry says it."""
         observed = [q for q in qspecs if q is not None]
-        if not observed:
+        if not observed or len(observed) != len(qspecs):
             return
         label = "graph inputs"
         kinds = {json.dumps(q, sort_keys=True) for q in observed}
-        if len(observed) != len(qspecs) or len(kinds) != 1 or observed[0]["kind"] != "observed":
-            self.gap(label, "the quantizer observes some graph inputs, or not all alike")
+        if len(kinds) != 1 or observed[0]["kind"] != "observed":
+            self.gap(label, "the quantizer observes graph inputs not all alike")
             return
         mapping = self.mapping(label, "graph input", observed[0])
         self.graph_inputs_config = _dtype_config(mapping, mapping, DTypeMapping(), None)
@@ -495,7 +497,8 @@ class _Builder:
         # fake-quantize's observer keeps its own axis (0) unless its arguments set one.
         axis = kwargs.get("ch_axis", 0 if fake_quant is not None else qspec.get("ch_axis"))
         eps = kwargs.pop("eps", None)
-        if eps is not None and float(eps) > _FLOAT_EPS:
+        # Any eps but the observers' default, smaller ones too (OpenVINO's 1e-16).
+        if eps is not None and float(eps) != _FLOAT_EPS:
             options["scale_min_lower_bound"] = float(eps)
         if _uncustomized_qrange(qspec, kwargs, dtype):
             options["customized_qrange"] = False

@@ -295,8 +295,11 @@ class SuiteParts:
     branches: list[Branch] = field(default_factory=list)
 
     def add(self, branch: Branch, module: nn.Module, inputs: tuple) -> None:
+        """One branch. Its tensors are copies: the probes of one unit share their example
+        inputs, and ``torch.export`` makes one graph input of a tensor passed twice, so a
+        quantizer observing a graph input for one branch would observe it for the others."""
         self.modules.append(module.eval())
-        self.inputs.extend(inputs)
+        self.inputs.extend(t.clone() if isinstance(t, torch.Tensor) else t for t in inputs)
         self.arity.append(len(inputs))
         self.branches.append(branch)
 
@@ -570,6 +573,7 @@ def read_graph_inputs(graph_module: Any) -> list[dict[str, Any] | None]:
 def read_annotations(graph_module: Any) -> dict[int, dict[str, Any]]:
     """Per probe branch: its op nodes' annotations, and those of its producer / consumer."""
     found: dict[int, dict[str, Any]] = {}
+    observed = _observed_where_read(graph_module)
     for node in graph_module.graph.nodes:
         if node.op != "call_function" or _integer_valued(node):
             continue
@@ -577,7 +581,8 @@ def read_annotations(graph_module: Any) -> dict[int, dict[str, Any]]:
         if where is None or not where[1]:
             continue
         index, part = where
-        entry = {"target": str(node.target), **describe_node(node), "args": scalar_args(node)}
+        described = describe_node(node, observed)
+        entry = {"target": str(node.target), **described, "args": scalar_args(node)}
         found.setdefault(index, {"ops": [], "pre": [], "post": []})
         found[index]["ops" if part == "op" else part].append(entry)
     return found
@@ -635,10 +640,38 @@ def scalar_args(node: Any) -> dict[str, Any]:
     }
 
 
-def describe_node(node: Any) -> dict[str, Any]:
-    """A node's annotation as data: each input (by argument position) and the output."""
+def _observed_where_read(graph_module: Any) -> dict[Any, Any]:
+    """Graph inputs the quantizer observed on their own output (placeholder -> qspec), when
+    it observed only some of them: the observer then quantizes the input of the op that reads
+    it, as an observer on that edge would (OpenVINO's quantizer places an op's activation
+    observer on the graph input it reads). Every float input observed alike is another
+    construct (``graph_inputs``, read by :func:`read_graph_inputs`): nothing is moved then."""
+    placeholders = [
+        node
+        for node in graph_module.graph.nodes
+        if node.op == "placeholder"
+        and isinstance(node.meta.get("val"), torch.Tensor)
+        and node.meta["val"].is_floating_point()
+    ]
+    qspecs = {
+        node: getattr(node.meta.get("quantization_annotation"), "output_qspec", None)
+        for node in placeholders
+    }
+    observed = {node: qspec for node, qspec in qspecs.items() if qspec is not None}
+    return {} if len(observed) == len(placeholders) else observed
+
+
+def describe_node(node: Any, observed: dict[Any, Any] | None = None) -> dict[str, Any]:
+    """A node's annotation as data: each input (by argument position) and the output.
+    ``observed``: graph inputs observed on their own output, described as the input of the
+    op that reads them (:func:`_observed_where_read`)."""
     annotation = node.meta.get("quantization_annotation")
     positions = _arg_positions(node)
+    moved = {
+        position: describe_qspec(observed[arg], node, positions)
+        for position, arg in positions.items()
+        if observed and arg in observed
+    }
     inputs: dict[str, Any] = {}
     kinds = {position: _kind(arg) for position, arg in positions.items()}
     schema = getattr(node.target, "_schema", None)
@@ -648,7 +681,7 @@ def describe_node(node: Any) -> dict[str, Any]:
     if annotation is None:
         return {
             "annotated": False,
-            "inputs": {},
+            "inputs": moved,
             "kinds": kinds,
             "output": None,
             "weight": weight,
@@ -656,6 +689,7 @@ def describe_node(node: Any) -> dict[str, Any]:
     for arg, qspec in annotation.input_qspec_map.items():
         position = next((p for p, a in positions.items() if a is arg), "?")
         inputs[position] = describe_qspec(qspec, node, positions)
+    inputs = {**moved, **inputs}
     return {
         "annotated": bool(getattr(annotation, "_annotated", False)),
         "inputs": inputs,

@@ -208,9 +208,14 @@ def failing_branches(
     count: int,
     qat: bool = False,
     groups: list[list[int]] | None = None,
+    converted: set[int] | None = None,
 ) -> set[int] | None:
     """The branches (of ``count``, which fail together) that ``factory()``'s quantizer fails
     on, found by halving; ``None`` when that takes more than :data:`MAX_ISOLATION_RUNS` runs.
+
+    ``converted`` is :func:`run`'s: each trial runs as the failing run did (the probes only
+    prepared), so a branch is left out only when it fails that run, and a trial costs what
+    that run cost, not a calibration of every probe (with OpenVINO's quantizer, minutes).
 
     ``groups`` (default: each branch alone) are halved as units: the probes of one op in
     every context are one group, so a quantizer that fails on an op (OpenVINO's per-channel
@@ -228,7 +233,8 @@ def failing_branches(
         runs += 1
         kept = {branch for group in chunk for branch in groups[group]}
         module = without(exported, set(range(count)) - kept)
-        return bool(run(module, factory(), inputs, qat=qat).error)
+        kept_converted = None if converted is None else converted & kept
+        return bool(run(module, factory(), inputs, kept_converted, qat).error)
 
     while pending:
         chunk, known = pending.pop()
