@@ -345,5 +345,7 @@ def test_a_quantizer_failing_on_a_graph_without_ops_is_not_bisected(monkeypatch)
         parts.add(branch, nn.ReLU(), (torch.randn(2, 4),))
     suite = probe.export_suite(parts).module(check_guards=False)
     with pytest.raises(ValueError, match="fails on any model, even one without ops"):
-        _without_failing(suite, _always_fails, tuple(parts.inputs), branches, "error", False)
+        _without_failing(
+            suite, _always_fails, (tuple(parts.inputs), set()), branches, "error", False
+        )
     assert runs == []  # the bisection (verify.run) never started
