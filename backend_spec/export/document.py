@@ -105,6 +105,8 @@ def required_version(doc: SpecDocument) -> int:
             versions = [max(since.get(k, 1), used(v)) for k, v in node.items()]
             if node.get("quantize") == "if_all_inputs_quantized":
                 versions.append(3)
+            if node.get("consumers") == "quantizable":
+                versions.append(8)
             if literal_items(node.get("pattern_complex_format")):
                 versions.append(3)
             return max(versions, default=1)

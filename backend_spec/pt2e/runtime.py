@@ -196,6 +196,8 @@ class TableQuantizer(Quantizer):
             if rule.input is not None and not rule.reason
             for target in rule.chain[0]
         }
+        #: First ops of every rule, float ones included (``consumers: quantizable``).
+        self.quantizable_targets = {target for rule in self.rules for target in rule.chain[0]}
 
     # --- torchao Quantizer API --------------------------------------------------------------
 
@@ -567,10 +569,14 @@ class _Annotator:
 
     def consumed(self, policy: Policy, last: torch.fx.Node) -> bool:
         """The rule's ``consumers`` policy: ``quantizing`` needs a user that some rule
-        quantizes (by its first op)."""
+        quantizes (by its first op), ``quantizable`` one that some rule names, a float rule
+        included (X86's test of the consumer's op type)."""
         if policy.consumers == "any":
             return True
-        targets = self.quantizer.quantizing_targets
+        if policy.consumers == "quantizable":
+            targets = self.quantizer.quantizable_targets
+        else:
+            targets = self.quantizer.quantizing_targets
         return any(str(user.target) in targets for user in last.users)
 
     def annotate(self, match: Match) -> None:

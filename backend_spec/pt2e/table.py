@@ -37,7 +37,9 @@ class Policy:
       tensors before annotation and are quantized like any input).
     * ``consumers``: ``any``, or ``quantizing`` (quantize only when some user of the last op
       is the first op of a quantizing rule: X86's flatten before a linear, not before the
-      model's output).
+      model's output), or (spec_version 8) ``quantizable`` (some user is the first op of any
+      rule, a float one included: X86's test is the consumer's op type, so its flatten before
+      a linear it leaves float is quantized).
     * ``bias_qspec``: ``float``, or (spec_version 4) ``derived`` / ``derived_narrow``: the first
       op's bias is quantized to int32 with scale = input scale x weight scale and zero point 0
       (per channel when the weight is), as integer kernels add it; ``derived`` uses int32's
@@ -83,7 +85,7 @@ POLICY_VALUES: dict[str, tuple[str, ...]] = {
     "chain_input": ("first", "any"),
     "input_shapes": ("any", "equal"),
     "scalars": ("keep", "tensor"),
-    "consumers": ("any", "quantizing"),
+    "consumers": ("any", "quantizing", "quantizable"),
     "bias_qspec": ("float", "derived", "derived_narrow"),
     "input_observer": ("own", "upstream", "upstream_only"),
     "producers": ("split", "join"),

@@ -50,6 +50,7 @@ _V4 = {"x-since": 4}
 _V5 = {"x-since": 5}
 _V6 = {"x-since": 6}
 _V7 = {"x-since": 7}
+_V8 = {"x-since": 8}
 
 #: An ATen argument name a ``when`` condition tests (``min_val``), and the most it may test.
 ARGUMENT_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
@@ -585,6 +586,8 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
         found = [(("pattern", i), 2) for i in nested_forward_items(self.pattern)]
         if self.quantize == "if_all_inputs_quantized":
             found.append((("quantize",), 3))
+        if self.consumers == "quantizable":
+            found.append((("consumers",), 8))
         found += [
             (("pattern_complex_format", *where), 3)
             for where in literal_items(self.pattern_complex_format)
@@ -637,10 +640,13 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
         "or become constant tensors that are quantized like any input (XNNPACK's x * 2.0).",
         json_schema_extra=_V3,
     )
-    consumers: Literal["any", "quantizing"] = Field(  # type: ignore[assignment]  # None: unset; null is refused
+    consumers: Literal["any", "quantizing", "quantizable"] = Field(  # type: ignore[assignment]  # None: unset; null is refused
         None,
         description="pt2e (version 3): quantize whatever reads the output (default), or only "
-        "when a consumer is itself quantized by some entry (X86's flatten before a linear).",
+        "when a consumer is itself quantized by some entry (X86's flatten before a linear), "
+        "or (version 8) quantizable: only when a consumer's op is the first op of some entry, "
+        "one that leaves it float included (X86's flatten before a linear it leaves float: "
+        "its test is the consumer's op type).",
         json_schema_extra=_V3,
     )
     bias_qspec: Literal["float", "derived", "derived_narrow"] = Field(  # type: ignore[assignment]  # None: unset; null is refused
@@ -735,10 +741,10 @@ class SpecModel(_Strict):
         json_schema_extra={"patternProperties": {"^x-": {}}},
     )
 
-    spec_version: Literal[1, 2, 3, 4, 5, 6, 7] = Field(
+    spec_version: Literal[1, 2, 3, 4, 5, 6, 7, 8] = Field(
         1,
-        description="The format version: 1 (default), 2, 3, 4, 5, 6 or 7 for the keys marked "
-        "x-since 2 / 3 / 4 / 5 / 6 / 7.",
+        description="The format version: 1 (default), 2, 3, 4, 5, 6, 7 or 8 for the keys marked "
+        "x-since 2 / 3 / 4 / 5 / 6 / 7 / 8.",
     )
 
     @field_validator("spec_version", mode="before")

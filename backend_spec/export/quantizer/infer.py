@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from backend_spec._torch import BackendConfig, torch
-from backend_spec.export.quantizer.probe import FAKE_QUANT_CLASSES
+from backend_spec.export.quantizer.probe import FAKE_QUANT_CLASSES, LINEAR_CHAINS, OVER_CONV
 from backend_spec.ir import Backend, DTypeConfig, DTypeMapping, Entry, Origin
 from backend_spec.ir.lift import key_of
 from backend_spec.ir.lower import lower
@@ -126,9 +126,11 @@ def infer(
         else:
             fusions.append((key, names))
     builder.fusion_keys = [key for key, _names in fusions]
+    builder.outranking = _outranks_conv(probed)
     for key, names in fusions:
         spelled = next((k for k in unit_names if k.startswith(f"{key}@")), None)
         builder.fusion(key, names, probed, spelled)
+    builder.claimed(unit_names)
     return builder.result()
 
 
@@ -151,12 +153,17 @@ class _Builder:
         #: The probed fusion units (whose ATen chains may coincide: conv + ReLU6 and conv +
         #: Hardtanh are both conv2d -> hardtanh, told apart by their arguments).
         self.fusion_keys: list[str] = []
+        #: Whether the Linear chains claim conv(x) + linear(y) before conv + add does.
+        self.outranking = False
+        #: Ops a quantizer claims but leaves float, which a ``quantizable`` consumer test needs.
+        self.float_ops: set[str] = set()
 
     def result(self) -> Inferred:
         """The entries, longer chains first (readable; the pt2e runtime sorts them anyway)."""
         by_pattern: dict[Any, Entry] = {}
         table: dict[Any, Entry] = {}  # pattern key -> entry, a later one in the first's place
-        for _length, config, label in sorted(self.configs, key=lambda item: -item[0]):
+        ordered = sorted(self.configs, key=lambda item: (-item[0], not item[1]))
+        for _length, _first, config, label in ordered:
             chosen = self.named(config, label, by_pattern, table)
             if chosen is not None:
                 by_pattern[chosen.pattern] = table[chosen.key] = chosen
@@ -229,21 +236,48 @@ class _Builder:
                 shared = {"kind": "shared", "with": "producer:0"}
                 op = {**op, "inputs": {"0": shared}, "output": shared}
             policy = {"quantize": _quantize_policy(probed, spelled[chosen], context)}
-            if context in ("post", "pre_post"):  # annotated only when a consumer quantizes
-                policy["consumers"] = "quantizing"
+            if context in ("post", "pre_post"):  # annotated only before some consumers
+                policy["consumers"] = self.consumers(probed, spelled[chosen], context)
             policy.update(_variant_policy(probed, key))
             if "gap" in policy:
                 self.gap(key, policy.pop("gap"))
             self.add([op["target"]], [chosen], op, op, policy, any_spelling=any_spelling)
+
+    def consumers(self, probed: dict[str, Any], key: str, context: str) -> str:
+        """``consumers`` of an op annotated only before a consumer: ``quantizing``; or
+        ``quantizable`` (version 8) when that consumer is one the quantizer claims but leaves
+        float (annotated without a qspec: X86 tests the consumer's op type, so its flatten
+        before a Linear it leaves float is quantized). Such a consumer op gets a float entry
+        (:meth:`claimed`), so that the spec names it."""
+        post = (probed.get(context) or {}).get(key, {}).get("post", [])
+        claimed = [o["target"] for o in post if o.get("annotated") and not annotated([o])]
+        if not claimed:
+            return "quantizing"
+        self.float_ops.update(claimed)
+        return "quantizable"
+
+    def claimed(self, unit_names: dict[str, tuple[str, ...]]) -> None:
+        """A float entry for each op a ``quantizable`` consumer test must find that no entry
+        names yet (X86's Linear under ``set_module_type_qconfig(nn.Linear, None)``)."""
+        floating = _dtype_config(_FLOAT, _FLOAT, DTypeMapping(), None)
+        observation = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
+        for target in sorted(self.float_ops - self.seen_chains):
+            names = unit_names.get(target)
+            if names and len(names) == 1:
+                self.seen_chains.add(target)
+                self.entry(target, [target], list(names), floating, observation, {}, True)
 
     def fusion(
         self, key: str, names: tuple[str, ...], probed: dict[str, Any], spelled: str | None
     ) -> None:
         """One entry for the chain; spelled with its modules (matched only as modules) when
         the quantizer annotates the chain written with functions (``spelled``) otherwise."""
+        linear_chain = key in _LINEAR_CHAINS
+        if linear_chain and not self.outranking:
+            return
         context, ops = _first_annotated(probed, key)
         if context is None:
-            self.float_chain(key, names, probed)
+            self.float_chain(key, names, probed, claimed=linear_chain)
             return
         if len(ops) < 2:
             return
@@ -259,6 +293,8 @@ class _Builder:
             policy["consumers"] = "quantizing"
         if any(_extra_inputs(o) for o in ops[1:]):
             policy.update(extra_inputs="quantized", chain_input="any")
+        if linear_chain:  # it claims conv(x) + linear(y) too, before conv + add
+            policy["chain_input"] = "any"
         when = self.conditions(key, targets, probed)
         if when:
             policy["when"] = when
@@ -269,7 +305,7 @@ class _Builder:
             # nn.ReLU6): the difference is theirs, not the spelling's.
             or (bool(when) and not _meets(_alone_ops(probed, spelled), dict(when)))
         )
-        self.add(targets, kept, ops[0], ops[-1], policy, any_spelling=any_spelling)
+        self.add(targets, kept, ops[0], ops[-1], policy, any_spelling, priority=linear_chain)
 
     def conditions(self, key: str, targets: list[str], probed: dict[str, Any]) -> Any:
         """``when`` (version 7) of a fused chain whose ATen ops another probed chain shares
@@ -291,15 +327,22 @@ class _Builder:
                         found[name] = value
         return tuple(found.items())
 
-    def float_chain(self, key: str, names: tuple[str, ...], probed: dict[str, Any]) -> None:
+    def float_chain(
+        self, key: str, names: tuple[str, ...], probed: dict[str, Any], claimed: bool = False
+    ) -> None:
         """A chain left float although its first op alone is quantized (dynamic XNNPACK skips a
         conv whose only user is a relu): a float entry for the chain, which claims its ops
-        (longest chain first) so that the first op's own entry does not quantize them."""
+        (longest chain first) so that the first op's own entry does not quantize them. With
+        ``claimed`` (a Linear chain that outranks conv + add), a chain the quantizer marks
+        annotated without a qspec (X86 under ``set_module_type_qconfig(nn.Linear, None)``):
+        its float entry comes before conv + add and links through any argument."""
         ops = (probed.get("alone") or {}).get(key, {}).get("ops", [])
         if len(ops) < 2 or len(ops) != len(names):
             return
         alone = (probed.get("alone") or {}).get(ops[0]["target"], {}).get("ops", [])
-        if not annotated(alone):
+        if claimed and not all(o.get("annotated") for o in ops):
+            return
+        if not claimed and not annotated(alone):
             return
         targets = [o["target"] for o in ops]
         chain_key = ">".join(targets)
@@ -308,7 +351,8 @@ class _Builder:
         self.seen_chains.add(chain_key)
         floating = _dtype_config(_FLOAT, _FLOAT, DTypeMapping(), None)
         observation = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
-        self.entry(chain_key, targets, list(names), floating, observation, {}, True)
+        policy = {"chain_input": "any"} if claimed else {}
+        self.entry(chain_key, targets, list(names), floating, observation, policy, True, claimed)
 
     # --- one entry ----------------------------------------------------------------------------
 
@@ -320,6 +364,7 @@ class _Builder:
         last: dict[str, Any],
         policy: dict[str, str],
         any_spelling: bool = True,
+        priority: bool = False,
     ) -> None:
         chain_key = ">".join(targets) + ("" if any_spelling else f"@{'>'.join(names)}")
         if chain_key in self.seen_chains:
@@ -341,7 +386,7 @@ class _Builder:
                 only = _dtype_config(
                     _FLOAT, _FLOAT, self.mapping(label, "weight", weight), torch.float
                 )
-                self.entry(label, targets, names, only, observation, policy, any_spelling)
+                self.entry(label, targets, names, only, observation, policy, any_spelling, priority)
             return
         borrows = (act is None or act.get("kind") == "shared") and _borrows_input(targets, output)
         if borrows:  # the input only ever shares another op's observer: softmax
@@ -392,7 +437,7 @@ class _Builder:
             None if weight is None else torch.float,
             bool(act.get("is_dynamic")) or None,
         )
-        self.entry(label, targets, names, dtype_config, observation, policy, any_spelling)
+        self.entry(label, targets, names, dtype_config, observation, policy, any_spelling, priority)
 
     def entry(
         self,
@@ -403,8 +448,11 @@ class _Builder:
         observation: Any,
         policy: dict[str, str],
         any_spelling: bool,
+        priority: bool = False,
     ) -> None:
-        """Add the pattern entry (matched through its ATen chain unless spelled exactly)."""
+        """Add the pattern entry (matched through its ATen chain unless spelled exactly);
+        ``priority``: before the other entries of its length (the pt2e runtime keeps spec order
+        among chains of one length)."""
         pattern = names[0] if len(names) == 1 else tuple(names)
         resolved = _resolve(pattern) if any_spelling else _resolve_exact(names)
         values = {
@@ -421,7 +469,7 @@ class _Builder:
         aten = (tuple(tuple(_alternatives(t)) for t in targets),) if any_spelling else ()
         chosen = tuple((k, v) for k, v in policy.items() if v != _DEFAULTS.get(k))
         config = Entry(key_of(resolved), _INFERRED, Entry.ordered(values), aten, chosen)
-        self.configs.append((len(targets), config, label))
+        self.configs.append((len(targets), priority, config, label))
         self.inferred.entries.append(label)
 
     def bias(self, label: str, qspec: dict[str, Any], act_position: str | None) -> str:
@@ -521,6 +569,23 @@ def rewrite_gaps(rewritten: dict[str, tuple[int, int]]) -> list[Gap]:
         )
         gaps.append(Gap(op, what))
     return gaps
+
+
+#: The Linear chains probed for a quantizer that annotates Linear unlike conv.
+_LINEAR_CHAINS = {">".join(chain) for chain in LINEAR_CHAINS}
+
+
+def _outranks_conv(probed: dict[str, Any]) -> bool:
+    """Whether ``conv(x) + linear(y)`` (:data:`.probe.OVER_CONV`) shows its add annotated as
+    the Linear + add probe's add and not as the conv + add probe's: the Linear chain claimed
+    it first (X86 annotates a per-type config before the global one)."""
+    alone = probed.get("alone") or {}
+    over = alone.get(OVER_CONV, {}).get("ops", [])
+    linear = alone.get("nn.Linear>operator.add", {}).get("ops", [])
+    conv = alone.get("nn.Conv2d>operator.add", {}).get("ops", [])
+    if len(over) != 1 or len(linear) != 2 or len(conv) != 2 or not over[0].get("annotated"):
+        return False
+    return _qspecs_of(over) == _qspecs_of(linear[1:]) != _qspecs_of(conv[1:])
 
 
 def _qspecs_of(ops: list[dict[str, Any]]) -> str:
