@@ -31,9 +31,7 @@ from backend_spec.pt2e.compare import compare_quantizers  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).parent / "fixtures" / "quantizers"
 
-ACT = (
-    "{dtype: quint8, scale_min_lower_bound: 0.000244140625, observer: histogram, qscheme: affine}"
-)
+ACT = "{dtype: quint8, scale_min_lower_bound: 0.000244140625, observer: histogram, qscheme: affine}"
 WEIGHT = (
     "{dtype: qint8, scale_min_lower_bound: 0.000244140625, observer: minmax, qscheme: symmetric, "
     "granularity: per_channel, ch_axis: 0}"
@@ -75,13 +73,17 @@ LATER  - pattern: nn.Conv2d
 """
 
 
-def _x86_float_linear():
+def _neighbours(name: str):
     sys.path.insert(0, str(FIXTURES))
     try:
         import neighbours
     finally:
         sys.path.remove(str(FIXTURES))
-    return neighbours.x86_float_linear()
+    return getattr(neighbours, name)
+
+
+def _x86_float_linear():
+    return _neighbours("x86_float_linear")()
 
 
 class _Head(torch.nn.Module):
@@ -259,8 +261,18 @@ def _bespec(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+#: (fixture, what its spec must say): X86's per-type overrides and its dynamic config.
+EXPORTS = [
+    ("x86_float_linear", ("spec_version: 8", "consumers: quantizable")),
+    ("x86_reduce_range_linear", ("quant_max_upper_bound: 127", "input_sharing: qspec")),
+]
+
+
 @pytest.mark.slow
-def test_x86_with_linear_left_float_exports_and_matches_unseen_models(tmp_path):
+@pytest.mark.parametrize(("fixture", "written"), EXPORTS, ids=[e[0] for e in EXPORTS])
+def test_x86_variants_export_and_match_unseen_models(tmp_path, fixture, written):
+    """Each exports, verifies, and matches the original on models the export never saw
+    (the parity nets, tests/fixtures/quantizers/unseen.py and the head above)."""
     from backend_spec.pt2e import parity_nets
 
     sys.path.insert(0, str(FIXTURES))
@@ -269,12 +281,15 @@ def test_x86_with_linear_left_float_exports_and_matches_unseen_models(tmp_path):
     finally:
         sys.path.remove(str(FIXTURES))
     out = tmp_path / "spec.yaml"
-    done = _bespec("export", f"{FIXTURES / 'neighbours.py'}:x86_float_linear", "-o", str(out))
+    done = _bespec("export", f"{FIXTURES / 'neighbours.py'}:{fixture}", "-o", str(out))
     assert done.returncode == 0, done.stderr[-3000:]
     assert "verified:" in done.stderr
     text = out.read_text()
-    assert "spec_version: 8" in text and "consumers: quantizable" in text
+    assert all(part in text for part in written), text
+    if fixture != "x86_dynamic":  # the Linear chains claim an add before conv + add does
+        linear_add = text.index("  - pattern: [F.linear, torch.add]\n")
+        assert linear_add < text.index("  - pattern: [F.conv2d, torch.add]\n")
     # Not resnet18_net: X86 itself raises on it (one ReLU module called twice).
     models = [*parity_nets.PARITY_NETS.items(), *unseen.UNSEEN, ("head", _head)]
-    results = compare_quantizers(_x86_float_linear, lambda: backend_spec.quantizer(out), models)
+    results = compare_quantizers(_neighbours(fixture), lambda: backend_spec.quantizer(out), models)
     assert [f"{r.name}: {d}" for r in results for d in r.differences] == []
