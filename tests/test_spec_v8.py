@@ -1,10 +1,12 @@
-"""Version 8 and X86InductorQuantizer's per-type overrides (issue 30, export round 2).
+"""Version 8 and X86InductorQuantizer's per-type overrides and dynamic config (issue 30).
 
 ``consumers: quantizable`` (X86 quantizes a flatten by its consumer's op type, also before a
 Linear it leaves float) and entry order (X86 annotates a per-type config of Linear in a pass
 before the global config, so its linear + add claims ``conv(x) + linear(y)`` before conv + add
 can): each spec is compared with X86 itself on small nets (placement, qparams, ``torch.equal``
-outputs), and the spec without the construct differs, so the comparison is not vacuous. The
+outputs), and the spec without the construct differs, so the comparison is not vacuous; so
+is a dynamic dtype config with a quantized output (X86's dynamic qspecs through pools and cat).
+The
 inference is fed probe data; the slow test exports the real quantizer and matches it on
 models the export never saw.
 """
@@ -157,6 +159,76 @@ def test_quantizable_counts_a_float_entry_quantizing_does_not():
     assert flatten_annotated("quantizable") and not flatten_annotated("quantizing")
 
 
+DYNAMIC = (
+    "{dtype: quint8, scale_min_lower_bound: 0.000244140625, observer: placeholder, qscheme: affine}"
+)
+DYNAMIC_SPEC = f"""\
+spec_version: VERSION
+name: x86_dynamic
+dtype_configs:
+  anchor: {{input_dtype: {DYNAMIC}, output_dtype: float, weight_dtype: {WEIGHT},
+            bias_dtype: float, is_dynamic: true}}
+  propagated: {{input_dtype: {DYNAMIC}, output_dtype: {DYNAMIC}, is_dynamic: true}}
+patterns:
+  - pattern: nn.Conv2d
+    dtype_configs: [anchor]
+    root_module: nn.Conv2d
+    reference_quantized_module: nnqr.Conv2d
+    output: if_consumer_quantized
+  - pattern: F.max_pool2d
+    observation_type: output_share_observer_with_input
+    dtype_configs: [propagated]
+    aten: [[[aten.max_pool2d.default, aten.max_pool2d_with_indices.default]]]
+    quantize: if_input_quantized
+  - pattern: torch.cat
+    observation_type: output_share_observer_with_input
+    dtype_configs: [propagated]
+    aten: [[aten.cat.default]]
+    quantize: if_all_inputs_quantized
+  - pattern: nn.Linear
+    dtype_configs: [anchor]
+    root_module: nn.Linear
+    reference_quantized_module: nnqr.Linear
+    output: if_consumer_quantized
+"""
+
+
+class _Pooled(torch.nn.Module):
+    """cat(pool(conv(x)), conv(x)) -> flatten -> Linear: dynamic qspecs through pool and cat."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = torch.nn.Conv2d(3, 4, 1), torch.nn.Conv2d(3, 4, 1)
+        self.fc = torch.nn.Linear(64, 5)
+
+    def forward(self, x):
+        pooled = torch.nn.functional.max_pool2d(self.a(x), 1)
+        return self.fc(torch.flatten(torch.cat([pooled, self.b(x)], 1), 1))
+
+
+def _pooled():
+    torch.manual_seed(0)
+    return _Pooled().eval(), (torch.randn(2, 3, 2, 4),)
+
+
+@pytest.mark.parametrize("version", [8, 7])
+def test_a_dynamic_config_with_a_quantized_output_propagates_in_version_8(version):
+    """X86's dynamic config quantizes max_pool2d and cat after a dynamic conv, sharing the
+    dynamic qspec with their output: a dynamic dtype config whose output is quint8, on a
+    shared-observer entry, says it in version 8. The same file as version 7 keeps the
+    older meaning (no QConfig satisfies the config: the pool and cat stay float)."""
+    text = DYNAMIC_SPEC.replace("VERSION", str(version))
+    spec = backend_spec.loads(text, format="yaml")
+    results = compare_quantizers(
+        _neighbours("x86_dynamic"), lambda: backend_spec.quantizer(spec), [("pooled", _pooled)]
+    )
+    found = [d for r in results for d in r.differences]
+    if version == 8:
+        assert found == []
+    else:
+        assert any(line.startswith("cat") for line in found), found
+
+
 # --- inference from probe data ----------------------------------------------------------------
 
 QSPEC = {
@@ -265,6 +337,7 @@ def _bespec(*args: str) -> subprocess.CompletedProcess:
 EXPORTS = [
     ("x86_float_linear", ("spec_version: 8", "consumers: quantizable")),
     ("x86_reduce_range_linear", ("quant_max_upper_bound: 127", "input_sharing: qspec")),
+    ("x86_dynamic", ("spec_version: 8", "is_dynamic: true", "output: if_consumer_quantized")),
 ]
 
 

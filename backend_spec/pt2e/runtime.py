@@ -728,7 +728,16 @@ class _Annotator:
         if policy == "if_consumer_quantized":
             self.quantized.add(last)
         out_dtype = self.quantizer.dtype(rule.output)
-        if policy != "always" or rule.output is None or out_dtype is None:
+        if policy != "always" or rule.output is None:
+            return
+        if out_dtype is None:
+            # A dynamic output (version 8) only shares its input's observer: quantized at run
+            # time, it counts as quantized for consumers but leaves nothing to reuse.
+            if observation == "share":
+                last.meta["quantization_annotation"].output_qspec = SharedQuantizationSpec(
+                    shared_edge
+                )
+                self.quantized.add(last)
             return
         annotation = last.meta["quantization_annotation"]
         if observation == "share":

@@ -345,6 +345,19 @@ class DTypeConfigModel(_Strict):
         return self
 
 
+def dynamic_output(is_dynamic: Any, output: Any) -> bool:
+    """Whether a dtype config (its ``is_dynamic`` and ``output_dtype`` as written: a name or a
+    mapping with ``dtype``) is dynamic with a quantized output (version 8)."""
+    name = getattr(output, "dtype", None) or (
+        output.get("dtype") if isinstance(output, dict) else output
+    )
+    return bool(is_dynamic) and isinstance(name, str) and name not in _FLOAT_NAMES
+
+
+#: Output dtype names that are no quantized dtype.
+_FLOAT_NAMES = frozenset({"float", "float32", "float16", "half", "bfloat16", "float64", "double"})
+
+
 def _dtype_config_ref_kind(value: Any) -> str | None:
     return _kind(value, dict, "inline")
 

@@ -111,8 +111,7 @@ def infer(
     builder.graph_inputs(list(graph_inputs))
     builder.upstream = _upstream_readers(probed)
     builder.own_with_a_scalar = _own_with_a_scalar(probed)
-    for op in sorted(_dynamic_propagation(probed)):
-        builder.gap(op, _DYNAMIC_PROPAGATION)
+    builder.dynamic_propagation = bool(_dynamic_propagation(probed))
     fusions = []
     spellings: dict[str, list[str]] = {}
     for key, names in unit_names.items():
@@ -153,6 +152,8 @@ class _Builder:
         #: The probed fusion units (whose ATen chains may coincide: conv + ReLU6 and conv +
         #: Hardtanh are both conv2d -> hardtanh, told apart by their arguments).
         self.fusion_keys: list[str] = []
+        #: Whether dynamic qspecs propagate through ops after a dynamic anchor (X86).
+        self.dynamic_propagation = False
         #: Whether the Linear chains claim conv(x) + linear(y) before conv + add does.
         self.outranking = False
         #: Ops a quantizer claims but leaves float, which a ``quantizable`` consumer test needs.
@@ -398,6 +399,8 @@ class _Builder:
         output_dtype = input_dtype
         if output is None and act.get("is_dynamic"):
             output_dtype = _FLOAT  # dynamic: quantized at run time, the output float
+            if self.dynamic_propagation:  # ... and quantized for the ops it propagates to
+                policy["output"] = "if_consumer_quantized"
         elif output is None:
             # "int8 in, fp32 out": observed only where a consumer quantizes it (X86's anchors).
             policy["output"] = "if_consumer_quantized"
@@ -739,19 +742,11 @@ def _own_with_a_scalar(probed: dict[str, Any]) -> set[str]:
     return found
 
 
-#: Why :func:`_dynamic_propagation`'s ops cannot be written (what the export report names).
-_DYNAMIC_PROPAGATION = (
-    "dynamic propagation: it is quantized with a dynamic qspec only after a quantized "
-    "producer, its output sharing its input (X86's dynamic config through pools and cat); "
-    "the format's dynamic dtype configs have a float output and a dynamic producer's float "
-    "output never counts as quantized"
-)
-
-
 def _dynamic_propagation(probed: dict[str, Any]) -> set[str]:
     """The single ops, float alone, that are quantized with a dynamic input qspec after a
     quantized producer: dynamic qspecs propagate through them (X86's dynamic config through
-    pools and cat), which no spec entry can say."""
+    pools and cat). Their entries' dtype configs are dynamic with a quantized output (version
+    8), and the dynamic anchors' float outputs count as quantized for them."""
     alone = probed.get("alone") or {}
     found = set()
     for context in ("pre", "mixed", "pre_post"):  # flatten: only before a quantizable consumer
