@@ -366,3 +366,102 @@ def test_x86_variants_export_and_match_unseen_models(tmp_path, fixture, written)
     models = [*parity_nets.PARITY_NETS.items(), *unseen.UNSEEN, ("head", _head)]
     results = compare_quantizers(_neighbours(fixture), lambda: backend_spec.quantizer(out), models)
     assert [f"{r.name}: {d}" for r in results for d in r.differences] == []
+
+
+# --- when on a tensor's size: dynamic XNNPACK's depthwise and one-channel convs ------------
+
+THIN_SPEC = """\
+spec_version: VERSION
+name: xnnpack_dynamic
+dtype_configs:
+  dynamic:
+    input_dtype: {dtype: qint8, scale_min_lower_bound: 0.000244140625, observer: placeholder,
+                  qscheme: affine}
+    output_dtype: float
+    weight_dtype: {dtype: qint8, quant_min_lower_bound: -127,
+                   scale_min_lower_bound: 0.000244140625, observer: minmax, qscheme: symmetric}
+    bias_dtype: float
+    is_dynamic: true
+  float: {input_dtype: float, output_dtype: float}
+patterns:
+TWIN  - pattern: F.conv2d
+    dtype_configs: [dynamic]
+    aten: [[aten.conv2d.default]]
+"""
+TWIN = """\
+  - pattern: nn.Conv2d
+    dtype_configs: [float]
+    aten: [[aten.conv2d.default]]
+    when: {weight.shape.1: 1}
+"""
+
+
+class _Thin(torch.nn.Module):
+    """A conv, a depthwise conv and a conv of a one-channel input."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(4, 4, 1)
+        self.depthwise = torch.nn.Conv2d(4, 4, 3, padding=1, groups=4)
+        self.gray = torch.nn.Conv2d(1, 4, 3, padding=1)
+
+    def forward(self, x, y):
+        return self.depthwise(self.conv(x)), self.gray(y)
+
+
+def _thin():
+    torch.manual_seed(0)
+    return _Thin().eval(), (torch.randn(2, 4, 8, 8), torch.randn(2, 1, 8, 8))
+
+
+@pytest.mark.parametrize("twin", [True, False], ids=["v8_twin", "without"])
+def test_a_condition_on_the_weights_size_leaves_dynamic_xnnpacks_thin_convs_float(twin):
+    """Dynamic XNNPACK quantizes a conv but leaves float one whose weight has one input
+    channel per group (depthwise, or a one-channel input): a float entry with ``when:
+    {weight.shape.1: 1}`` before the conv's own says it; without it both are quantized."""
+    pytest.importorskip("executorch", reason="executorch cannot be imported")
+    text = THIN_SPEC.replace("VERSION", "8").replace("TWIN", TWIN if twin else "")
+    spec = backend_spec.loads(text, format="yaml")
+    results = compare_quantizers(
+        _neighbours("xnnpack_dynamic"), lambda: backend_spec.quantizer(spec), [("thin", _thin)]
+    )
+    found = [d for r in results for d in r.differences]
+    if twin:
+        assert found == []
+    else:
+        assert any(line.startswith("conv2d_1") for line in found), found
+        assert any(line.startswith("conv2d_2") for line in found), found
+
+
+def _conv(inputs, args=None):
+    return {
+        "target": "aten.conv2d.default",
+        "annotated": bool(inputs),
+        "inputs": inputs,
+        "kinds": {"0": "act", "1": "param"},
+        "output": None,
+        "args": args or {},
+    }
+
+
+@pytest.mark.parametrize("thin_float", [True, False], ids=["dynamic_xnnpack", "static"])
+def test_thin_conv_probes_left_float_give_the_conv_a_float_twin(thin_float):
+    dynamic = {**QSPEC, "dtype": "int8", "observer": "PlaceholderObserver", "is_dynamic": True}
+    weight = {**QSPEC, "dtype": "int8", "qscheme": "per_tensor_symmetric"}
+    quantized = {"0": dynamic, "1": weight}
+    variant = {} if thin_float else quantized
+    probed = {
+        "alone": {
+            "aten.conv2d.default": _unit([_conv(quantized)]),
+            "aten.conv2d.default#depthwise": _unit([_conv(variant, {"groups": 4})]),
+            "aten.conv2d.default#one_channel": _unit([_conv(variant)]),
+        }
+    }
+    names = {"aten.conv2d.default": ("F.conv2d",)}
+    backend = backend_of(infer(probed, names, "t").backend_config)
+    whens = [dict(entry.policy).get("when") for entry in backend]
+    if not thin_float:
+        assert whens == [None]
+        return
+    assert whens == [(("weight.shape.1", 1),), None]  # the float twin first
+    assert backend.entries[0].dtype_configs[0].mapping("input_dtype").dtype == torch.float

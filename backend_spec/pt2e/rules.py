@@ -129,6 +129,11 @@ def dynamic_output(dtype_config: DTypeConfig) -> bool:
     return bool(dtype_config.is_dynamic) and output is not None and not output.is_floating_point
 
 
+def _when(entry: _Entry) -> Any:
+    """The entry's ``when`` conditions (part of what makes two rules the same match)."""
+    return dict(entry.facts.policy).get("when", ())
+
+
 def _fx_view(backend: Backend) -> tuple[Backend, frozenset]:
     """The backend with each :func:`dynamic_output` dtype config's output made float (what
     FX and its QConfigs can say), and the keys of the entries that had one. Before version
@@ -236,7 +241,10 @@ class _Compiler:
 
     def sharing_chains(self, entries: list[_Entry]) -> list[_Entry]:
         """The entries with a chain (and provenance) that another entry also has."""
-        keys = [{rule_key(chain, where) for chain, where, _ in self.chains(e)[0]} for e in entries]
+        keys = [
+            {rule_key(chain, where, _when(e)) for chain, where, _ in self.chains(e)[0]}
+            for e in entries
+        ]
         counts = collections.Counter(key for these in keys for key in these)
         return [
             e for e, these in zip(entries, keys, strict=True) if any(counts[k] > 1 for k in these)

@@ -148,8 +148,8 @@ class Rule:
 
     @property
     def key(self) -> tuple:
-        """What makes two rules the same match: their chain and provenance."""
-        return rule_key(self.chain, self.where)
+        """What makes two rules the same match: their chain, provenance and conditions."""
+        return rule_key(self.chain, self.where, self.policy.when)
 
 
 def _policy(data: dict[str, Any]) -> Policy:
@@ -158,9 +158,11 @@ def _policy(data: dict[str, Any]) -> Policy:
     return Policy(**{k: v for k, v in data.items() if k != "when"}, when=when)
 
 
-def rule_key(chain: Sequence[Sequence[str]], where: Sequence[Any]) -> tuple:
-    """:attr:`Rule.key` of a chain and its provenance, before a rule is made of them."""
-    return (tuple(tuple(alts) for alts in chain), repr(tuple(where)))
+def rule_key(chain: Sequence[Sequence[str]], where: Sequence[Any], when: Any = ()) -> tuple:
+    """:attr:`Rule.key` of a chain, its provenance and its ``when`` conditions, before a rule
+    is made of them: two entries of one chain under different conditions match apart (a
+    float conv2d entry of one-channel-per-group weights beside the conv's own)."""
+    return (tuple(tuple(alts) for alts in chain), repr(tuple(where)), repr(tuple(when)))
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,9 @@ _V7 = {"x-since": 7}
 _V8 = {"x-since": 8}
 
 #: An ATen argument name a ``when`` condition tests (``min_val``), and the most it may test.
-ARGUMENT_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
+ARGUMENT_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,63}(\.shape\.[0-7])?$"
+#: What marks a ``when`` condition on a tensor argument's size (version 8: ``weight.shape.1``).
+SHAPE_CONDITION = ".shape."
 MAX_CONDITIONS = 8
 
 OBSERVATION_TYPES = (
@@ -601,6 +603,7 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
             found.append((("quantize",), 3))
         if self.consumers == "quantizable":
             found.append((("consumers",), 8))
+        found += [(("when", key), 8) for key in self.when or () if SHAPE_CONDITION in key]
         found += [
             (("pattern_complex_format", *where), 3)
             for where in literal_items(self.pattern_complex_format)
@@ -697,7 +700,10 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
         description="pt2e (version 7): argument conditions, ATen argument name -> value "
         "({min_val: 0.0}): the entry matches only where every op of its chain that has the "
         "argument was called with that value (a default counts), and some op has it "
-        "(EnnQuantizer fuses conv + hardtanh only when min_val == 0).",
+        "(EnnQuantizer fuses conv + hardtanh only when min_val == 0); (version 8) "
+        "ARGUMENT.shape.N -> an integer: the size of a tensor argument along dimension N "
+        "({weight.shape.1: 1}: one input channel per group, the convs dynamic XNNPACK leaves "
+        "float).",
         json_schema_extra={**_V7, "additionalProperties": False},
         min_length=1,
         max_length=MAX_CONDITIONS,

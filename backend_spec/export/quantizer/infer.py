@@ -124,12 +124,15 @@ def infer(
             builder.single(key, names[0], probed, spellings.get(key, []))
         else:
             fusions.append((key, names))
+    builder.thin_float = _thin_convs_float(probed)
     builder.fusion_keys = [key for key, _names in fusions]
     builder.outranking = _outranks_conv(probed)
     for key, names in fusions:
         spelled = next((k for k in unit_names if k.startswith(f"{key}@")), None)
         builder.fusion(key, names, probed, spelled)
     builder.claimed(unit_names)
+    if builder.thin_float:
+        builder.thin_twin(probed)
     return builder.result()
 
 
@@ -268,6 +271,26 @@ class _Builder:
                 self.seen_chains.add(target)
                 self.entry(target, [target], list(names), floating, observation, {}, True)
 
+    def thin_twin(self, probed: dict[str, Any]) -> None:
+        """A float conv2d entry, before the conv's own, matched only where the weight has one
+        input channel per group (version 8 ``when: {weight.shape.1: 1}``): dynamic XNNPACK's
+        ``_do_annotate_conv`` skips depthwise convs and convs of one-channel inputs (its
+        test, ``is_depthwise_conv``, reads the weight's dimension 1), which the
+        ``#depthwise`` and ``#one_channel`` probes show."""
+        from backend_spec.names.naming import same_object
+
+        target = _CONV2D
+        taken = [c.pattern for _n, _p, c, _l in self.configs if c.aten and len(c.aten[0]) == 1]
+        names = [n for n in _CONV2D_NAMES if not any(same_object(_resolve(n), p) for p in taken)]
+        names = names[:1]
+        if not names or f"{target}#thin" in self.seen_chains:
+            return
+        self.seen_chains.add(f"{target}#thin")
+        floating = _dtype_config(_FLOAT, _FLOAT, DTypeMapping(), None)
+        observation = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
+        policy = {"when": ((_THIN, 1),)}
+        self.entry(f"{target}#thin", [target], names, floating, observation, policy, True, True)
+
     def fusion(
         self, key: str, names: tuple[str, ...], probed: dict[str, Any], spelled: str | None
     ) -> None:
@@ -284,6 +307,10 @@ class _Builder:
             return
         inner = [o for o in ops[:-1] if o["output"] is not None]
         if inner:  # each op keeps its own output: the single-op entries already say it
+            return
+        if self.thin_float and _first_op_only(probed, ops):
+            # The conv alone, annotated as a lone conv (dynamic XNNPACK): its own entry says
+            # it, with the float twin that leaves one-channel-per-group convs float.
             return
         targets = [o["target"] for o in ops]
         kept = [n for n in names if "BatchNorm" not in n] if len(names) > len(ops) else list(names)
@@ -572,6 +599,30 @@ def rewrite_gaps(rewritten: dict[str, tuple[int, int]]) -> list[Gap]:
         )
         gaps.append(Gap(op, what))
     return gaps
+
+
+_CONV2D = "aten.conv2d.default"
+#: The names a conv2d entry may be written with (the twin takes the one the conv's is not).
+_CONV2D_NAMES = ("nn.Conv2d", "F.conv2d")
+#: The ``when`` key of a weight's input channels per group (version 8).
+_THIN = "weight.shape.1"
+
+
+def _thin_convs_float(probed: dict[str, Any]) -> bool:
+    """Whether a lone conv2d is quantized but both of its one-channel-per-group variants
+    (:data:`.probe.CONV_VARIANTS`) are left float."""
+    alone = probed.get("alone") or {}
+    variants = [alone.get(f"{_CONV2D}#{suffix}") for suffix in ("depthwise", "one_channel")]
+    if any(v is None for v in variants) or not annotated(alone.get(_CONV2D, {}).get("ops", [])):
+        return False
+    return not any(annotated(v.get("ops", [])) for v in variants)
+
+
+def _first_op_only(probed: dict[str, Any], ops: list[dict[str, Any]]) -> bool:
+    """Whether a chain's annotation is its first op's as a lone op, the others bare."""
+    alone = _alone_ops(probed, ops[0]["target"])
+    bare = all(not annotated([o]) for o in ops[1:])
+    return bare and len(alone) == 1 and _qspecs_of(alone) == _qspecs_of(ops[:1])
 
 
 #: The Linear chains probed for a quantizer that annotates Linear unlike conv.

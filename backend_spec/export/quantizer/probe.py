@@ -471,17 +471,34 @@ def _variants(key: str, op: Any) -> list[tuple[str, nn.Module, tuple]]:
     ]
 
 
+#: Variants of a conv2d with one input channel per group, by suffix: a depthwise conv
+#: (groups = channels) and a conv of a one-channel input (groups 1). Dynamic XNNPACK leaves
+#: both float (its test is the weight's size along dimension 1), which ``groups`` alone
+#: cannot tell apart from a grouped conv.
+CONV_VARIANTS: dict[str, tuple[Any, tuple[int, ...]]] = {
+    "depthwise": (lambda: nn.Conv2d(4, 4, 3, padding=1, groups=4), (2, 4, 8, 8)),
+    "one_channel": (lambda: nn.Conv2d(1, 4, 3, padding=1), (2, 1, 8, 8)),
+}
+
+
 def _add_variants(parts: SuiteParts) -> None:
     import operator
 
-    for key, op in (("aten.add.Tensor", operator.add), ("aten.mul.Tensor", operator.mul)):
-        for variant, module, inputs in _variants(key, op):
-            widths = [_width(t) for t in inputs]
-            parts.add(
-                Branch(f"alone:{variant}", variant, "alone"),
-                Probe(module, widths, 0, "alone"),
-                inputs,
-            )
+    found = [
+        item
+        for key, op in (("aten.add.Tensor", operator.add), ("aten.mul.Tensor", operator.mul))
+        for item in _variants(key, op)
+    ]
+    torch.manual_seed(0)
+    for suffix, (made, shape) in CONV_VARIANTS.items():
+        found.append((f"aten.conv2d.default#{suffix}", made(), (torch.randn(*shape),)))
+    for variant, module, inputs in found:
+        widths = [_width(t) for t in inputs]
+        parts.add(
+            Branch(f"alone:{variant}", variant, "alone"),
+            Probe(module, widths, 0, "alone"),
+            inputs,
+        )
 
 
 def _width(tensor: Any) -> int:
