@@ -333,11 +333,13 @@ def _bespec(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-#: (fixture, what its spec must say): X86's per-type overrides and its dynamic config.
+#: (fixture, what its spec must say): X86's per-type overrides and its dynamic config, and
+#: XNNPACK's dynamic config (its depthwise and one-channel convs left float).
 EXPORTS = [
     ("x86_float_linear", ("spec_version: 8", "consumers: quantizable")),
     ("x86_reduce_range_linear", ("quant_max_upper_bound: 127", "input_sharing: qspec")),
     ("x86_dynamic", ("spec_version: 8", "is_dynamic: true", "output: if_consumer_quantized")),
+    ("xnnpack_dynamic", ("spec_version: 8", "when: {weight.shape.1: 1}")),
 ]
 
 
@@ -345,7 +347,8 @@ EXPORTS = [
 @pytest.mark.parametrize(("fixture", "written"), EXPORTS, ids=[e[0] for e in EXPORTS])
 def test_x86_variants_export_and_match_unseen_models(tmp_path, fixture, written):
     """Each exports, verifies, and matches the original on models the export never saw
-    (the parity nets, tests/fixtures/quantizers/unseen.py and the head above)."""
+    (the parity nets, tests/fixtures/quantizers/unseen.py, among them MobileNet-style
+    depthwise convs, and the nets above)."""
     from backend_spec.pt2e import parity_nets
 
     sys.path.insert(0, str(FIXTURES))
@@ -359,11 +362,11 @@ def test_x86_variants_export_and_match_unseen_models(tmp_path, fixture, written)
     assert "verified:" in done.stderr
     text = out.read_text()
     assert all(part in text for part in written), text
-    if fixture != "x86_dynamic":  # the Linear chains claim an add before conv + add does
+    if fixture.startswith("x86_") and fixture != "x86_dynamic":  # linear + add first
         linear_add = text.index("  - pattern: [F.linear, torch.add]\n")
         assert linear_add < text.index("  - pattern: [F.conv2d, torch.add]\n")
     # Not resnet18_net: X86 itself raises on it (one ReLU module called twice).
-    models = [*parity_nets.PARITY_NETS.items(), *unseen.UNSEEN, ("head", _head)]
+    models = [*parity_nets.PARITY_NETS.items(), *unseen.UNSEEN, ("head", _head), ("thin", _thin)]
     results = compare_quantizers(_neighbours(fixture), lambda: backend_spec.quantizer(out), models)
     assert [f"{r.name}: {d}" for r in results for d in r.differences] == []
 
