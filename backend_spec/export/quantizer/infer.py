@@ -277,19 +277,23 @@ class _Builder:
         ``_do_annotate_conv`` skips depthwise convs and convs of one-channel inputs (its
         test, ``is_depthwise_conv``, reads the weight's dimension 1), which the
         ``#depthwise`` and ``#one_channel`` probes show."""
-        from backend_spec.names.naming import same_object
-
         target = _CONV2D
-        taken = [c.pattern for _n, _p, c, _l in self.configs if c.aten and len(c.aten[0]) == 1]
-        names = [n for n in _CONV2D_NAMES if not any(same_object(_resolve(n), p) for p in taken)]
-        names = names[:1]
+        taken = {key_of(_resolve_exact([n])) for n in _CONV2D_NAMES} & {
+            c.key for _n, _p, c, _l in self.configs
+        }
+        names = [n for n in _CONV2D_NAMES if key_of(_resolve_exact([n])) not in taken][:1]
         if not names or f"{target}#thin" in self.seen_chains:
             return
         self.seen_chains.add(f"{target}#thin")
         floating = _dtype_config(_FLOAT, _FLOAT, DTypeMapping(), None)
         observation = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
         policy = {"when": ((_THIN, 1),)}
-        self.entry(f"{target}#thin", [target], names, floating, observation, policy, True, True)
+        # Spelled exactly (a pattern key of its own beside the conv's entry), yet matched
+        # through the ATen chain however the model wrote the conv.
+        self.entry(f"{target}#thin", [target], names, floating, observation, policy, False, True)
+        length, priority, config, label = self.configs[-1]
+        aten = ((tuple(_alternatives(target)),),)
+        self.configs[-1] = (length, priority, replace(config, aten=aten), label)
 
     def fusion(
         self, key: str, names: tuple[str, ...], probed: dict[str, Any], spelled: str | None
