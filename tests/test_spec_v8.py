@@ -449,8 +449,9 @@ def _conv(inputs, args=None):
 
 @pytest.mark.parametrize("thin_float", [True, False], ids=["dynamic_xnnpack", "static"])
 def test_thin_conv_probes_left_float_give_the_conv_a_float_twin(thin_float):
-    dynamic = {**QSPEC, "dtype": "int8", "observer": "PlaceholderObserver", "is_dynamic": True}
-    weight = {**QSPEC, "dtype": "int8", "qscheme": "per_tensor_symmetric"}
+    int8 = {**QSPEC, "dtype": "int8", "quant_min": -128, "quant_max": 127}
+    dynamic = {**int8, "observer": "PlaceholderObserver", "is_dynamic": True}
+    weight = {**int8, "qscheme": "per_tensor_symmetric", "observer": "MinMaxObserver"}
     quantized = {"0": dynamic, "1": weight}
     variant = {} if thin_float else quantized
     probed = {
@@ -461,10 +462,14 @@ def test_thin_conv_probes_left_float_give_the_conv_a_float_twin(thin_float):
         }
     }
     names = {"aten.conv2d.default": ("F.conv2d",)}
-    backend = backend_of(infer(probed, names, "t").backend_config)
+    inferred = infer(probed, names, "t").backend_config
+    backend = backend_of(inferred)
     whens = [dict(entry.policy).get("when") for entry in backend]
     if not thin_float:
         assert whens == [None]
         return
     assert whens == [(("weight.shape.1", 1),), None]  # the float twin first
     assert backend.entries[0].dtype_configs[0].mapping("input_dtype").dtype == torch.float
+    text = backend_spec.dump(inferred, "yaml", name="t")  # the version it needs, and loads
+    assert "spec_version: 8" in text
+    assert len(backend_of(backend_spec.loads(text, format="yaml"))) == 2

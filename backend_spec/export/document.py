@@ -97,6 +97,7 @@ def required_version(doc: SpecDocument) -> int:
     keys it uses (the loader's own markers), 2 for a nested forward pattern item, 3 for the
     version 3 ``quantize`` value; else 1."""
     from backend_spec.specfile.models import (
+        SHAPE_CONDITION,
         dynamic_output,
         keys_since,
         literal_items,
@@ -113,6 +114,9 @@ def required_version(doc: SpecDocument) -> int:
             if node.get("consumers") == "quantizable":
                 versions.append(8)
             if dynamic_output(node.get("is_dynamic"), node.get("output_dtype")):
+                versions.append(8)
+            when = node.get("when")
+            if isinstance(when, dict) and any(SHAPE_CONDITION in key for key in when):
                 versions.append(8)
             if literal_items(node.get("pattern_complex_format")):
                 versions.append(3)
