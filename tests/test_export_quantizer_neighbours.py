@@ -188,11 +188,14 @@ WEIGHT = {
 
 
 @pytest.mark.parametrize("propagates", [True, False], ids=["x86_dynamic", "anchors_only"])
-def test_dynamic_propagation_through_a_pool_is_a_gap_naming_the_pool(propagates):
+def test_dynamic_propagation_through_a_pool_is_a_dynamic_config_with_a_quantized_output(
+    propagates,
+):
     """X86's dynamic config quantizes a pool after a dynamic conv with the dynamic qspec (its
-    output shared): the format's dynamic dtype configs have a float output, so the export
-    names that construct on the pool. A quantizer that quantizes nothing after a dynamic
-    anchor (dynamic XNNPACK) has no such gap."""
+    output shared): version 8's dynamic dtype config with a quantized output, on a shared
+    observer entry quantized after a quantized producer, and the conv's float output counts
+    as quantized (output: if_consumer_quantized). A quantizer that quantizes nothing after a
+    dynamic anchor (dynamic XNNPACK) writes neither."""
     conv = {
         "target": "aten.conv2d.default",
         "inputs": {"0": DYNAMIC, "1": WEIGHT},
@@ -210,9 +213,13 @@ def test_dynamic_propagation_through_a_pool_is_a_gap_naming_the_pool(propagates)
         "pre": {"aten.max_pool2d.default": _unit([pool])},
     }
     names = {"aten.conv2d.default": ("nn.Conv2d",), "aten.max_pool2d.default": ("F.max_pool2d",)}
-    gaps = [(gap.op, gap.what) for gap in infer(probed, names, "t").gaps]
+    inferred = infer(probed, names, "t")
+    assert inferred.gaps == []
+    by_op = {entry.aten[0][0][0]: entry for entry in backend_of(inferred.backend_config)}
+    conv_policy = dict(by_op["aten.conv2d.default"].policy)
+    assert conv_policy == ({"output": "if_consumer_quantized"} if propagates else {})
+    assert ("aten.max_pool2d.default" in by_op) is propagates
     if propagates:
-        ((op, what),) = gaps
-        assert op == "aten.max_pool2d.default" and what.startswith("dynamic propagation")
-    else:
-        assert gaps == []
+        (config,) = by_op["aten.max_pool2d.default"].dtype_configs
+        assert config.is_dynamic and config.mapping("output_dtype").dtype == torch.quint8
+        assert dict(by_op["aten.max_pool2d.default"].policy) == {"quantize": "if_input_quantized"}

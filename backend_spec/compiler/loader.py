@@ -267,7 +267,7 @@ def build(
     if base is not None:  # inherited, unless the spec sets its own
         graph_inputs = base.graph_inputs if graph_inputs is None else graph_inputs
         sharing = base.input_sharing if sharing is None else sharing
-    backend = Backend(spec.name, tuple(table.values()), graph_inputs, sharing)
+    backend = Backend(spec.name, tuple(table.values()), graph_inputs, sharing, spec.spec_version)
     result = Compiled(backend, doc=doc, spec=spec)
     return Built(
         doc, spec, None if problems else result, problems, compiler.resolved, compiler.names

@@ -96,7 +96,13 @@ def required_version(doc: SpecDocument) -> int:
     """The oldest format version that can say the document: the highest ``x-since`` of the
     keys it uses (the loader's own markers), 2 for a nested forward pattern item, 3 for the
     version 3 ``quantize`` value; else 1."""
-    from backend_spec.specfile.models import keys_since, literal_items, nested_forward_items
+    from backend_spec.specfile.models import (
+        SHAPE_CONDITION,
+        dynamic_output,
+        keys_since,
+        literal_items,
+        nested_forward_items,
+    )
 
     since = keys_since()
 
@@ -105,6 +111,13 @@ def required_version(doc: SpecDocument) -> int:
             versions = [max(since.get(k, 1), used(v)) for k, v in node.items()]
             if node.get("quantize") == "if_all_inputs_quantized":
                 versions.append(3)
+            if node.get("consumers") == "quantizable":
+                versions.append(8)
+            if dynamic_output(node.get("is_dynamic"), node.get("output_dtype")):
+                versions.append(8)
+            when = node.get("when")
+            if isinstance(when, dict) and any(SHAPE_CONDITION in key for key in when):
+                versions.append(8)
             if literal_items(node.get("pattern_complex_format")):
                 versions.append(3)
             return max(versions, default=1)

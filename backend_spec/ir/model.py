@@ -225,13 +225,16 @@ class Entry:
 @dataclass(frozen=True)
 class Backend:
     """A resolved backend: its name, its entries in order (one per pattern key), the
-    version 5 ``graph_inputs`` DTypeConfig (None when graph inputs are not observed) and
-    ``input_sharing`` (None: FX's ``dtype``)."""
+    version 5 ``graph_inputs`` DTypeConfig (None when graph inputs are not observed),
+    ``input_sharing`` (None: FX's ``dtype``) and the format version of the spec it was
+    written in (1 for a torch config), for the meanings a version gives to values older
+    files could hold (version 8's dynamic configs with a quantized output)."""
 
     name: str
     entries: tuple[Entry, ...] = ()
     graph_inputs: DTypeConfig | None = None
     input_sharing: str | None = None
+    version: int = 1
 
     def __iter__(self) -> Iterator[Entry]:
         return iter(self.entries)

@@ -23,7 +23,7 @@ from typing import Any
 
 from backend_spec._torch import BackendConfig, ObservationType, quiet, torch
 from backend_spec.analysis import qconfigs
-from backend_spec.ir import Backend, DTypeConfig, Entry
+from backend_spec.ir import Backend, DTypeConfig, DTypeMapping, Entry
 from backend_spec.ir.lower import backend_of, lower, lower_dtype_config
 from backend_spec.pt2e.aten import describe_op
 from backend_spec.pt2e.qat import qat_fused_type, qat_swap, spec_data
@@ -121,10 +121,51 @@ def _form(backend: Backend | BackendConfig) -> Backend:
     return backend if isinstance(backend, Backend) else backend_of(backend)
 
 
+def dynamic_output(dtype_config: DTypeConfig) -> bool:
+    """A dynamic dtype config whose output is the quantized dtype, not float (version 8):
+    on an ``output_share_observer_with_input`` entry the output shares the input's dynamic
+    observer (X86's dynamic config through pools, cat and flatten)."""
+    output = dtype_config.mapping("output_dtype").dtype
+    return bool(dtype_config.is_dynamic) and output is not None and not output.is_floating_point
+
+
+def _when(entry: _Entry) -> Any:
+    """The entry's ``when`` conditions (part of what makes two rules the same match)."""
+    return dict(entry.facts.policy).get("when", ())
+
+
+def _fx_view(backend: Backend) -> tuple[Backend, frozenset]:
+    """The backend with each :func:`dynamic_output` dtype config's output made float (what
+    FX and its QConfigs can say), and the keys of the entries that had one. Before version
+    8 such a config means what it meant (no QConfig satisfies it: the entry stays float)."""
+    if backend.version < 8:
+        return backend, frozenset()
+    keys, entries = set(), []
+    for entry in backend:
+        configs = entry.dtype_configs
+        if any(dynamic_output(dc) for dc in configs):
+            keys.add(entry.key)
+            floats = tuple(_float_output(dc) if dynamic_output(dc) else dc for dc in configs)
+            fields = Entry.ordered({**dict(entry.fields), "dtype_configs": floats})
+            entry = dataclasses.replace(entry, fields=fields)
+        entries.append(entry)
+    return dataclasses.replace(backend, entries=tuple(entries)), frozenset(keys)
+
+
+def _float_output(dtype_config: DTypeConfig) -> DTypeConfig:
+    mappings = tuple(
+        (key, DTypeMapping(torch.float) if key == "output_dtype" else mapping)
+        for key, mapping in dtype_config.mappings
+    )
+    return dataclasses.replace(dtype_config, mappings=mappings)
+
+
 class _Compiler:
     def __init__(
         self, backend: Backend, engine: str | None, qat: bool, runnable_first: bool = True
     ) -> None:
+        #: Entries whose dynamic output shares the input's observer (:func:`dynamic_output`).
+        backend, self.dynamic_shares = _fx_view(backend)
         self.backend = backend
         self.engine = engine
         self.runnable_first = runnable_first
@@ -200,7 +241,10 @@ class _Compiler:
 
     def sharing_chains(self, entries: list[_Entry]) -> list[_Entry]:
         """The entries with a chain (and provenance) that another entry also has."""
-        keys = [{rule_key(chain, where) for chain, where, _ in self.chains(e)[0]} for e in entries]
+        keys = [
+            {rule_key(chain, where, _when(e)) for chain, where, _ in self.chains(e)[0]}
+            for e in entries
+        ]
         counts = collections.Counter(key for these in keys for key in these)
         return [
             e for e, these in zip(entries, keys, strict=True) if any(counts[k] > 1 for k in these)
@@ -276,11 +320,13 @@ class _Compiler:
         act, dynamic = self.observer_spec(qconfig.activation)
         counts = effective.get("num_tensor_args_to_observation_type") or ()
         weight = qconfig.weight is not None and self.weight_quantized(root_op)
+        observation = _OBSERVATIONS[effective.get("observation_type")]
+        shares_dynamic = observation == "share" and effective.key in self.dynamic_shares
         return {
-            "observation": _OBSERVATIONS[effective.get("observation_type")],
+            "observation": observation,
             "by_num_args": tuple((n, _OBSERVATIONS[t]) for n, t in counts),
             "input": act,
-            "output": None if dynamic else act,
+            "output": None if dynamic and not shares_dynamic else act,
             "weight": self.observer_spec(qconfig.weight)[0] if weight else None,
             "reason": "",
         }

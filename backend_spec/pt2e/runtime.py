@@ -196,6 +196,8 @@ class TableQuantizer(Quantizer):
             if rule.input is not None and not rule.reason
             for target in rule.chain[0]
         }
+        #: First ops of every rule, float ones included (``consumers: quantizable``).
+        self.quantizable_targets = {target for rule in self.rules for target in rule.chain[0]}
 
     # --- torchao Quantizer API --------------------------------------------------------------
 
@@ -367,15 +369,35 @@ def argument_values(node: torch.fx.Node) -> dict[str, Any]:
 
 def _unmet_condition(nodes: list[torch.fx.Node], when: tuple) -> str | None:
     """Why the chain's arguments fail ``when`` (spec_version 7), or None: every op whose
-    schema has a named argument must have been called with its value, and some op has it."""
+    schema has a named argument must have been called with its value (or, version 8, a
+    tensor argument of that size), and some op has it."""
     for name, wanted in when:
-        found = [values[name] for values in map(argument_values, nodes) if name in values]
+        found = [
+            value
+            for values in map(argument_values, nodes)
+            for value in _condition_values(values, name)
+        ]
         if not found:
             return f"no op of the chain has an argument {name} (when)"
         for value in found:
             if isinstance(value, bool) != isinstance(wanted, bool) or value != wanted:
                 return f"its {name} is {value!r}, the rule needs {wanted!r} (when)"
     return None
+
+
+def _condition_values(values: dict[str, Any], name: str) -> list[Any]:
+    """The value a ``when`` condition tests in one node's arguments: the argument itself, or
+    (spec_version 8, ``weight.shape.1``) a tensor argument's size along a dimension; none
+    when the node has no such argument (or the tensor no such dimension)."""
+    argument, _, dim = name.partition(".shape.")
+    if argument not in values:
+        return []
+    if not dim:
+        return [values[argument]]
+    value = values[argument]
+    fake = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
+    shape = getattr(fake, "shape", None)
+    return [int(shape[int(dim)])] if shape is not None and int(dim) < len(shape) else []
 
 
 def _scalars_to_tensors(model: torch.fx.GraphModule, targets: set[str]) -> None:
@@ -567,10 +589,14 @@ class _Annotator:
 
     def consumed(self, policy: Policy, last: torch.fx.Node) -> bool:
         """The rule's ``consumers`` policy: ``quantizing`` needs a user that some rule
-        quantizes (by its first op)."""
+        quantizes (by its first op), ``quantizable`` one that some rule names, a float rule
+        included (X86's test of the consumer's op type)."""
         if policy.consumers == "any":
             return True
-        targets = self.quantizer.quantizing_targets
+        if policy.consumers == "quantizable":
+            targets = self.quantizer.quantizable_targets
+        else:
+            targets = self.quantizer.quantizing_targets
         return any(str(user.target) in targets for user in last.users)
 
     def annotate(self, match: Match) -> None:
@@ -722,7 +748,16 @@ class _Annotator:
         if policy == "if_consumer_quantized":
             self.quantized.add(last)
         out_dtype = self.quantizer.dtype(rule.output)
-        if policy != "always" or rule.output is None or out_dtype is None:
+        if policy != "always" or rule.output is None:
+            return
+        if out_dtype is None:
+            # A dynamic output (version 8) only shares its input's observer: quantized at run
+            # time, it counts as quantized for consumers but leaves nothing to reuse.
+            if observation == "share":
+                last.meta["quantization_annotation"].output_qspec = SharedQuantizationSpec(
+                    shared_edge
+                )
+                self.quantized.add(last)
             return
         annotation = last.meta["quantization_annotation"]
         if observation == "share":

@@ -37,7 +37,9 @@ class Policy:
       tensors before annotation and are quantized like any input).
     * ``consumers``: ``any``, or ``quantizing`` (quantize only when some user of the last op
       is the first op of a quantizing rule: X86's flatten before a linear, not before the
-      model's output).
+      model's output), or (spec_version 8) ``quantizable`` (some user is the first op of any
+      rule, a float one included: X86's test is the consumer's op type, so its flatten before
+      a linear it leaves float is quantized).
     * ``bias_qspec``: ``float``, or (spec_version 4) ``derived`` / ``derived_narrow``: the first
       op's bias is quantized to int32 with scale = input scale x weight scale and zero point 0
       (per channel when the weight is), as integer kernels add it; ``derived`` uses int32's
@@ -83,7 +85,7 @@ POLICY_VALUES: dict[str, tuple[str, ...]] = {
     "chain_input": ("first", "any"),
     "input_shapes": ("any", "equal"),
     "scalars": ("keep", "tensor"),
-    "consumers": ("any", "quantizing"),
+    "consumers": ("any", "quantizing", "quantizable"),
     "bias_qspec": ("float", "derived", "derived_narrow"),
     "input_observer": ("own", "upstream", "upstream_only"),
     "producers": ("split", "join"),
@@ -146,8 +148,8 @@ class Rule:
 
     @property
     def key(self) -> tuple:
-        """What makes two rules the same match: their chain and provenance."""
-        return rule_key(self.chain, self.where)
+        """What makes two rules the same match: their chain, provenance and conditions."""
+        return rule_key(self.chain, self.where, self.policy.when)
 
 
 def _policy(data: dict[str, Any]) -> Policy:
@@ -156,9 +158,11 @@ def _policy(data: dict[str, Any]) -> Policy:
     return Policy(**{k: v for k, v in data.items() if k != "when"}, when=when)
 
 
-def rule_key(chain: Sequence[Sequence[str]], where: Sequence[Any]) -> tuple:
-    """:attr:`Rule.key` of a chain and its provenance, before a rule is made of them."""
-    return (tuple(tuple(alts) for alts in chain), repr(tuple(where)))
+def rule_key(chain: Sequence[Sequence[str]], where: Sequence[Any], when: Any = ()) -> tuple:
+    """:attr:`Rule.key` of a chain, its provenance and its ``when`` conditions, before a rule
+    is made of them: two entries of one chain under different conditions match apart (a
+    float conv2d entry of one-channel-per-group weights beside the conv's own)."""
+    return (tuple(tuple(alts) for alts in chain), repr(tuple(where)), repr(tuple(when)))
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,9 @@ _V7 = {"x-since": 7}
 _V8 = {"x-since": 8}
 
 #: An ATen argument name a ``when`` condition tests (``min_val``), and the most it may test.
-ARGUMENT_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
+ARGUMENT_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,63}(\.shape\.[0-7])?$"
+#: What marks a ``when`` condition on a tensor argument's size (version 8: ``weight.shape.1``).
+SHAPE_CONDITION = ".shape."
 MAX_CONDITIONS = 8
 
 OBSERVATION_TYPES = (
@@ -352,6 +354,19 @@ class DTypeConfigModel(_Strict):
         return self
 
 
+def dynamic_output(is_dynamic: Any, output: Any) -> bool:
+    """Whether a dtype config (its ``is_dynamic`` and ``output_dtype`` as written: a name or a
+    mapping with ``dtype``) is dynamic with a quantized output (version 8)."""
+    name = getattr(output, "dtype", None) or (
+        output.get("dtype") if isinstance(output, dict) else output
+    )
+    return bool(is_dynamic) and isinstance(name, str) and name not in _FLOAT_NAMES
+
+
+#: Output dtype names that are no quantized dtype.
+_FLOAT_NAMES = frozenset({"float", "float32", "float16", "half", "bfloat16", "float64", "double"})
+
+
 def _dtype_config_ref_kind(value: Any) -> str | None:
     return _kind(value, dict, "inline")
 
@@ -593,6 +608,9 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
         found = [(("pattern", i), 2) for i in nested_forward_items(self.pattern)]
         if self.quantize == "if_all_inputs_quantized":
             found.append((("quantize",), 3))
+        if self.consumers == "quantizable":
+            found.append((("consumers",), 8))
+        found += [(("when", key), 8) for key in self.when or () if SHAPE_CONDITION in key]
         found += [
             (("pattern_complex_format", *where), 3)
             for where in literal_items(self.pattern_complex_format)
@@ -645,10 +663,13 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
         "or become constant tensors that are quantized like any input (XNNPACK's x * 2.0).",
         json_schema_extra=_V3,
     )
-    consumers: Literal["any", "quantizing"] = Field(  # type: ignore[assignment]  # None: unset; null is refused
+    consumers: Literal["any", "quantizing", "quantizable"] = Field(  # type: ignore[assignment]  # None: unset; null is refused
         None,
         description="pt2e (version 3): quantize whatever reads the output (default), or only "
-        "when a consumer is itself quantized by some entry (X86's flatten before a linear).",
+        "when a consumer is itself quantized by some entry (X86's flatten before a linear), "
+        "or (version 8) quantizable: only when a consumer's op is the first op of some entry, "
+        "one that leaves it float included (X86's flatten before a linear it leaves float: "
+        "its test is the consumer's op type).",
         json_schema_extra=_V3,
     )
     bias_qspec: Literal["float", "derived", "derived_narrow"] = Field(  # type: ignore[assignment]  # None: unset; null is refused
@@ -686,7 +707,10 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
         description="pt2e (version 7): argument conditions, ATen argument name -> value "
         "({min_val: 0.0}): the entry matches only where every op of its chain that has the "
         "argument was called with that value (a default counts), and some op has it "
-        "(EnnQuantizer fuses conv + hardtanh only when min_val == 0).",
+        "(EnnQuantizer fuses conv + hardtanh only when min_val == 0); (version 8) "
+        "ARGUMENT.shape.N -> an integer: the size of a tensor argument along dimension N "
+        "({weight.shape.1: 1}: one input channel per group, the convs dynamic XNNPACK leaves "
+        "float).",
         json_schema_extra={**_V7, "additionalProperties": False},
         min_length=1,
         max_length=MAX_CONDITIONS,

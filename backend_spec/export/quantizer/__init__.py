@@ -220,16 +220,21 @@ class _Flow:
     def probe_neighbours(self) -> _Neighbours | None:
         """The ops the Linear probes left undetermined, probed again with convolutions as
         neighbours (their results replace the Linear probes'), when the quantizer does not
-        quantize Linear statically but does conv; ``None`` otherwise (the default configs
-        of XNNPACK and X86 quantize Linear: their export runs the main suite only)."""
+        quantize Linear statically but does conv; and, when it annotates Linear unlike conv,
+        the Linear chains of :func:`.probe.override_parts`. ``None`` when neither applies
+        (the default configs of XNNPACK and X86: their export runs the main suite only)."""
         from backend_spec.export.quantizer import probe
 
-        keys = _undetermined(self.probed)
-        if not keys or _static(self.probed, "aten.linear.default"):
-            return None
         if not _static(self.probed, "aten.conv2d.default"):
             return None
-        parts = probe.neighbour_parts(keys)
+        keys = _undetermined(self.probed)
+        parts = probe.SuiteParts()
+        if keys and not _static(self.probed, "aten.linear.default"):
+            parts = probe.neighbour_parts(keys)
+        if _overridden(self.probed):
+            # Linear annotated unlike conv (a per-type config): which of its chains the
+            # quantizer annotates, and whether they claim an add before conv + add does.
+            probe.override_parts(parts, self.unit_names)
         if not parts.branches:
             return None
         suite = probe.export_suite(parts, train=self.qat).module(check_guards=False)
@@ -250,7 +255,7 @@ class _Flow:
             if original.error:
                 return None
         found = probe.by_context(recorder.snapshot, parts.branches)
-        for context in probe.NEIGHBOUR_CONTEXTS:
+        for context in probe.CONTEXTS:  # alone: only the override units
             self.probed[context].update(found[context])
         return _Neighbours(suite, parts.branches, inputs, original)
 
@@ -337,6 +342,19 @@ def _static(probed: dict[str, Any], key: str) -> bool:
     ops = (probed.get("alone") or {}).get(key, {}).get("ops", [])
     qspec = ops[0]["inputs"].get("0") if ops else None
     return bool(qspec) and qspec.get("kind") == "observed" and not qspec.get("is_dynamic")
+
+
+def _overridden(probed: dict[str, Any]) -> bool:
+    """Whether the quantizer annotates a lone Linear unlike a lone conv (another qspec on its
+    input, or none): a per-type config of Linear, whose own pass may claim chains first."""
+    alone = probed.get("alone") or {}
+    linear, conv = (alone.get(key, {}).get("ops", []) for key in _ANCHORS)
+    if not linear or not conv:
+        return False
+    return linear[0]["inputs"].get("0") != conv[0]["inputs"].get("0")
+
+
+_ANCHORS = ("aten.linear.default", "aten.conv2d.default")
 
 
 def _undetermined(probed: dict[str, Any]) -> set[str]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from backend_spec._torch import BackendConfig, torch
-from backend_spec.export.quantizer.probe import FAKE_QUANT_CLASSES
+from backend_spec.export.quantizer.probe import FAKE_QUANT_CLASSES, LINEAR_CHAINS, OVER_CONV
 from backend_spec.ir import Backend, DTypeConfig, DTypeMapping, Entry, Origin
 from backend_spec.ir.lift import key_of
 from backend_spec.ir.lower import lower
@@ -111,8 +111,7 @@ def infer(
     builder.graph_inputs(list(graph_inputs))
     builder.upstream = _upstream_readers(probed)
     builder.own_with_a_scalar = _own_with_a_scalar(probed)
-    for op in sorted(_dynamic_propagation(probed)):
-        builder.gap(op, _DYNAMIC_PROPAGATION)
+    builder.dynamic_propagation = bool(_dynamic_propagation(probed))
     fusions = []
     spellings: dict[str, list[str]] = {}
     for key, names in unit_names.items():
@@ -125,10 +124,15 @@ def infer(
             builder.single(key, names[0], probed, spellings.get(key, []))
         else:
             fusions.append((key, names))
+    builder.thin_float = _thin_convs_float(probed)
     builder.fusion_keys = [key for key, _names in fusions]
+    builder.outranking = _outranks_conv(probed)
     for key, names in fusions:
         spelled = next((k for k in unit_names if k.startswith(f"{key}@")), None)
         builder.fusion(key, names, probed, spelled)
+    builder.claimed(unit_names)
+    if builder.thin_float:
+        builder.thin_twin(probed)
     return builder.result()
 
 
@@ -151,12 +155,19 @@ class _Builder:
         #: The probed fusion units (whose ATen chains may coincide: conv + ReLU6 and conv +
         #: Hardtanh are both conv2d -> hardtanh, told apart by their arguments).
         self.fusion_keys: list[str] = []
+        #: Whether dynamic qspecs propagate through ops after a dynamic anchor (X86).
+        self.dynamic_propagation = False
+        #: Whether the Linear chains claim conv(x) + linear(y) before conv + add does.
+        self.outranking = False
+        #: Ops a quantizer claims but leaves float, which a ``quantizable`` consumer test needs.
+        self.float_ops: set[str] = set()
 
     def result(self) -> Inferred:
         """The entries, longer chains first (readable; the pt2e runtime sorts them anyway)."""
         by_pattern: dict[Any, Entry] = {}
         table: dict[Any, Entry] = {}  # pattern key -> entry, a later one in the first's place
-        for _length, config, label in sorted(self.configs, key=lambda item: -item[0]):
+        ordered = sorted(self.configs, key=lambda item: (-item[0], not item[1]))
+        for _length, _first, config, label in ordered:
             chosen = self.named(config, label, by_pattern, table)
             if chosen is not None:
                 by_pattern[chosen.pattern] = table[chosen.key] = chosen
@@ -231,26 +242,81 @@ class _Builder:
                 shared = {"kind": "shared", "with": "producer:0"}
                 op = {**op, "inputs": {"0": shared}, "output": shared}
             policy = {"quantize": _quantize_policy(probed, spelled[chosen], context)}
-            if context in ("post", "pre_post"):  # annotated only when a consumer quantizes
-                policy["consumers"] = "quantizing"
+            if context in ("post", "pre_post"):  # annotated only before some consumers
+                policy["consumers"] = self.consumers(probed, spelled[chosen], context)
             policy.update(_variant_policy(probed, key))
             if "gap" in policy:
                 self.gap(key, policy.pop("gap"))
             self.add([op["target"]], [chosen], op, op, policy, any_spelling=any_spelling)
+
+    def consumers(self, probed: dict[str, Any], key: str, context: str) -> str:
+        """``consumers`` of an op annotated only before a consumer: ``quantizing``; or
+        ``quantizable`` (version 8) when that consumer is one the quantizer claims but leaves
+        float (annotated without a qspec: X86 tests the consumer's op type, so its flatten
+        before a Linear it leaves float is quantized). Such a consumer op gets a float entry
+        (:meth:`claimed`), so that the spec names it."""
+        post = (probed.get(context) or {}).get(key, {}).get("post", [])
+        claimed = [o["target"] for o in post if o.get("annotated") and not annotated([o])]
+        if not claimed:
+            return "quantizing"
+        self.float_ops.update(claimed)
+        return "quantizable"
+
+    def claimed(self, unit_names: dict[str, tuple[str, ...]]) -> None:
+        """A float entry for each op a ``quantizable`` consumer test must find that no entry
+        names yet (X86's Linear under ``set_module_type_qconfig(nn.Linear, None)``)."""
+        floating = _dtype_config(_FLOAT, _FLOAT, DTypeMapping(), None)
+        observation = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
+        for target in sorted(self.float_ops - self.seen_chains):
+            names = unit_names.get(target)
+            if names and len(names) == 1:
+                self.seen_chains.add(target)
+                self.entry(target, [target], list(names), floating, observation, {}, True)
+
+    def thin_twin(self, probed: dict[str, Any]) -> None:
+        """A float conv2d entry, before the conv's own, matched only where the weight has one
+        input channel per group (version 8 ``when: {weight.shape.1: 1}``): dynamic XNNPACK's
+        ``_do_annotate_conv`` skips depthwise convs and convs of one-channel inputs (its
+        test, ``is_depthwise_conv``, reads the weight's dimension 1), which the
+        ``#depthwise`` and ``#one_channel`` probes show."""
+        target = _CONV2D
+        taken = {key_of(_resolve_exact([n])) for n in _CONV2D_NAMES} & {
+            c.key for _n, _p, c, _l in self.configs
+        }
+        names = [n for n in _CONV2D_NAMES if key_of(_resolve_exact([n])) not in taken][:1]
+        if not names or f"{target}#thin" in self.seen_chains:
+            return
+        self.seen_chains.add(f"{target}#thin")
+        floating = _dtype_config(_FLOAT, _FLOAT, DTypeMapping(), None)
+        observation = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
+        policy = {"when": ((_THIN, 1),)}
+        # Spelled exactly (a pattern key of its own beside the conv's entry), yet matched
+        # through the ATen chain however the model wrote the conv.
+        self.entry(f"{target}#thin", [target], names, floating, observation, policy, False, True)
+        length, priority, config, label = self.configs[-1]
+        aten = ((tuple(_alternatives(target)),),)
+        self.configs[-1] = (length, priority, replace(config, aten=aten), label)
 
     def fusion(
         self, key: str, names: tuple[str, ...], probed: dict[str, Any], spelled: str | None
     ) -> None:
         """One entry for the chain; spelled with its modules (matched only as modules) when
         the quantizer annotates the chain written with functions (``spelled``) otherwise."""
+        linear_chain = key in _LINEAR_CHAINS
+        if linear_chain and not self.outranking:
+            return
         context, ops = _first_annotated(probed, key)
         if context is None:
-            self.float_chain(key, names, probed)
+            self.float_chain(key, names, probed, claimed=linear_chain)
             return
         if len(ops) < 2:
             return
         inner = [o for o in ops[:-1] if o["output"] is not None]
         if inner:  # each op keeps its own output: the single-op entries already say it
+            return
+        if self.thin_float and _first_op_only(probed, ops):
+            # The conv alone, annotated as a lone conv (dynamic XNNPACK): its own entry says
+            # it, with the float twin that leaves one-channel-per-group convs float.
             return
         targets = [o["target"] for o in ops]
         kept = [n for n in names if "BatchNorm" not in n] if len(names) > len(ops) else list(names)
@@ -261,6 +327,8 @@ class _Builder:
             policy["consumers"] = "quantizing"
         if any(_extra_inputs(o) for o in ops[1:]):
             policy.update(extra_inputs="quantized", chain_input="any")
+        if linear_chain:  # it claims conv(x) + linear(y) too, before conv + add
+            policy["chain_input"] = "any"
         when = self.conditions(key, targets, probed)
         if when:
             policy["when"] = when
@@ -271,7 +339,7 @@ class _Builder:
             # nn.ReLU6): the difference is theirs, not the spelling's.
             or (bool(when) and not _meets(_alone_ops(probed, spelled), dict(when)))
         )
-        self.add(targets, kept, ops[0], ops[-1], policy, any_spelling=any_spelling)
+        self.add(targets, kept, ops[0], ops[-1], policy, any_spelling, priority=linear_chain)
 
     def conditions(self, key: str, targets: list[str], probed: dict[str, Any]) -> Any:
         """``when`` (version 7) of a fused chain whose ATen ops another probed chain shares
@@ -293,15 +361,22 @@ class _Builder:
                         found[name] = value
         return tuple(found.items())
 
-    def float_chain(self, key: str, names: tuple[str, ...], probed: dict[str, Any]) -> None:
+    def float_chain(
+        self, key: str, names: tuple[str, ...], probed: dict[str, Any], claimed: bool = False
+    ) -> None:
         """A chain left float although its first op alone is quantized (dynamic XNNPACK skips a
         conv whose only user is a relu): a float entry for the chain, which claims its ops
-        (longest chain first) so that the first op's own entry does not quantize them."""
+        (longest chain first) so that the first op's own entry does not quantize them. With
+        ``claimed`` (a Linear chain that outranks conv + add), a chain the quantizer marks
+        annotated without a qspec (X86 under ``set_module_type_qconfig(nn.Linear, None)``):
+        its float entry comes before conv + add and links through any argument."""
         ops = (probed.get("alone") or {}).get(key, {}).get("ops", [])
         if len(ops) < 2 or len(ops) != len(names):
             return
         alone = (probed.get("alone") or {}).get(ops[0]["target"], {}).get("ops", [])
-        if not annotated(alone):
+        if claimed and not all(o.get("annotated") for o in ops):
+            return
+        if not claimed and not annotated(alone):
             return
         targets = [o["target"] for o in ops]
         chain_key = ">".join(targets)
@@ -310,7 +385,8 @@ class _Builder:
         self.seen_chains.add(chain_key)
         floating = _dtype_config(_FLOAT, _FLOAT, DTypeMapping(), None)
         observation = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
-        self.entry(chain_key, targets, list(names), floating, observation, {}, True)
+        policy = {"chain_input": "any"} if claimed else {}
+        self.entry(chain_key, targets, list(names), floating, observation, policy, True, claimed)
 
     # --- one entry ----------------------------------------------------------------------------
 
@@ -322,6 +398,7 @@ class _Builder:
         last: dict[str, Any],
         policy: dict[str, str],
         any_spelling: bool = True,
+        priority: bool = False,
     ) -> None:
         chain_key = ">".join(targets) + ("" if any_spelling else f"@{'>'.join(names)}")
         if chain_key in self.seen_chains:
@@ -350,7 +427,7 @@ class _Builder:
                 only = _dtype_config(
                     _FLOAT, _FLOAT, self.mapping(label, "weight", weight), torch.float
                 )
-                self.entry(label, targets, names, only, observation, policy, any_spelling)
+                self.entry(label, targets, names, only, observation, policy, any_spelling, priority)
             return
         borrows = (act is None or act.get("kind") == "shared") and _borrows_input(targets, output)
         if borrows:  # the input only ever shares another op's observer: softmax
@@ -362,6 +439,8 @@ class _Builder:
         output_dtype = input_dtype
         if output is None and act.get("is_dynamic"):
             output_dtype = _FLOAT  # dynamic: quantized at run time, the output float
+            if self.dynamic_propagation:  # ... and quantized for the ops it propagates to
+                policy["output"] = "if_consumer_quantized"
         elif output is None:
             # "int8 in, fp32 out": observed only where a consumer quantizes it (X86's anchors).
             policy["output"] = "if_consumer_quantized"
@@ -401,7 +480,7 @@ class _Builder:
             None if weight is None else torch.float,
             bool(act.get("is_dynamic")) or None,
         )
-        self.entry(label, targets, names, dtype_config, observation, policy, any_spelling)
+        self.entry(label, targets, names, dtype_config, observation, policy, any_spelling, priority)
 
     def entry(
         self,
@@ -412,8 +491,11 @@ class _Builder:
         observation: Any,
         policy: dict[str, str],
         any_spelling: bool,
+        priority: bool = False,
     ) -> None:
-        """Add the pattern entry (matched through its ATen chain unless spelled exactly)."""
+        """Add the pattern entry (matched through its ATen chain unless spelled exactly);
+        ``priority``: before the other entries of its length (the pt2e runtime keeps spec order
+        among chains of one length)."""
         pattern = names[0] if len(names) == 1 else tuple(names)
         resolved = _resolve(pattern) if any_spelling else _resolve_exact(names)
         values = {
@@ -430,7 +512,7 @@ class _Builder:
         aten = (tuple(tuple(_alternatives(t)) for t in targets),) if any_spelling else ()
         chosen = tuple((k, v) for k, v in policy.items() if v != _DEFAULTS.get(k))
         config = Entry(key_of(resolved), _INFERRED, Entry.ordered(values), aten, chosen)
-        self.configs.append((len(targets), config, label))
+        self.configs.append((len(targets), priority, config, label))
         self.inferred.entries.append(label)
 
     def bias(self, label: str, qspec: dict[str, Any], act_position: str | None) -> str:
@@ -533,6 +615,47 @@ def rewrite_gaps(rewritten: dict[str, tuple[int, int]]) -> list[Gap]:
         )
         gaps.append(Gap(op, what))
     return gaps
+
+
+_CONV2D = "aten.conv2d.default"
+#: The names a conv2d entry may be written with (the twin takes the one the conv's is not).
+_CONV2D_NAMES = ("nn.Conv2d", "F.conv2d")
+#: The ``when`` key of a weight's input channels per group (version 8).
+_THIN = "weight.shape.1"
+
+
+def _thin_convs_float(probed: dict[str, Any]) -> bool:
+    """Whether a lone conv2d is quantized but both of its one-channel-per-group variants
+    (:data:`.probe.CONV_VARIANTS`) are left float."""
+    alone = probed.get("alone") or {}
+    variants = [alone.get(f"{_CONV2D}#{suffix}") for suffix in ("depthwise", "one_channel")]
+    if any(v is None for v in variants) or not annotated(alone.get(_CONV2D, {}).get("ops", [])):
+        return False
+    return not any(annotated(v.get("ops", [])) for v in variants)
+
+
+def _first_op_only(probed: dict[str, Any], ops: list[dict[str, Any]]) -> bool:
+    """Whether a chain's annotation is its first op's as a lone op, the others bare."""
+    alone = _alone_ops(probed, ops[0]["target"])
+    bare = all(not annotated([o]) for o in ops[1:])
+    return bare and len(alone) == 1 and _qspecs_of(alone) == _qspecs_of(ops[:1])
+
+
+#: The Linear chains probed for a quantizer that annotates Linear unlike conv.
+_LINEAR_CHAINS = {">".join(chain) for chain in LINEAR_CHAINS}
+
+
+def _outranks_conv(probed: dict[str, Any]) -> bool:
+    """Whether ``conv(x) + linear(y)`` (:data:`.probe.OVER_CONV`) shows its add annotated as
+    the Linear + add probe's add and not as the conv + add probe's: the Linear chain claimed
+    it first (X86 annotates a per-type config before the global one)."""
+    alone = probed.get("alone") or {}
+    over = alone.get(OVER_CONV, {}).get("ops", [])
+    linear = alone.get("nn.Linear>operator.add", {}).get("ops", [])
+    conv = alone.get("nn.Conv2d>operator.add", {}).get("ops", [])
+    if len(over) != 1 or len(linear) != 2 or len(conv) != 2 or not over[0].get("annotated"):
+        return False
+    return _qspecs_of(over) == _qspecs_of(linear[1:]) != _qspecs_of(conv[1:])
 
 
 def _qspecs_of(ops: list[dict[str, Any]]) -> str:
@@ -686,19 +809,11 @@ def _own_with_a_scalar(probed: dict[str, Any]) -> set[str]:
     return found
 
 
-#: Why :func:`_dynamic_propagation`'s ops cannot be written (what the export report names).
-_DYNAMIC_PROPAGATION = (
-    "dynamic propagation: it is quantized with a dynamic qspec only after a quantized "
-    "producer, its output sharing its input (X86's dynamic config through pools and cat); "
-    "the format's dynamic dtype configs have a float output and a dynamic producer's float "
-    "output never counts as quantized"
-)
-
-
 def _dynamic_propagation(probed: dict[str, Any]) -> set[str]:
     """The single ops, float alone, that are quantized with a dynamic input qspec after a
     quantized producer: dynamic qspecs propagate through them (X86's dynamic config through
-    pools and cat), which no spec entry can say."""
+    pools and cat). Their entries' dtype configs are dynamic with a quantized output (version
+    8), and the dynamic anchors' float outputs count as quantized for them."""
     alone = probed.get("alone") or {}
     found = set()
     for context in ("pre", "mixed", "pre_post"):  # flatten: only before a quantizable consumer

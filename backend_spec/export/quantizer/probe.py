@@ -321,22 +321,62 @@ def probe_parts() -> tuple[SuiteParts, dict[str, tuple[str, ...]]]:
 @functools.cache
 def _built_units() -> tuple[tuple[Unit, nn.Module, tuple, torch.Tensor], ...]:
     """Each unit of :func:`units` that can be built: (unit, model, example inputs, output)."""
+
+    torch.manual_seed(0)
+    return tuple(found for found in map(_build, units()) if found is not None)
+
+
+def _build(unit: Unit) -> tuple[Unit, nn.Module, tuple, torch.Tensor] | None:
+    """(unit, model, example inputs, output) of a unit, ``None`` if it cannot be built."""
     from backend_spec.check.synthesize import SkipPattern, synthesize
     from backend_spec.names.naming import resolve_name
 
-    built = []
-    torch.manual_seed(0)
-    for unit in units():
-        try:
-            ops = tuple(resolve_name(name) for name in unit.names)
-            with quiet():
-                made = synthesize(BackendPatternConfig(ops[0] if len(ops) == 1 else ops))
-                output = made.model(*made.example_inputs)
-        except (SkipPattern, Exception):  # noqa: BLE001 - a unit that cannot be built is skipped
+    try:
+        ops = tuple(resolve_name(name) for name in unit.names)
+        with quiet():
+            made = synthesize(BackendPatternConfig(ops[0] if len(ops) == 1 else ops))
+            output = made.model(*made.example_inputs)
+    except (SkipPattern, Exception):  # noqa: BLE001 - a unit that cannot be built is skipped
+        return None
+    if isinstance(output, torch.Tensor) and output.is_floating_point():
+        return unit, made.model, tuple(made.example_inputs), output
+    return None
+
+
+#: Chains through a Linear that a quantizer may annotate in a pass of their own (X86 annotates
+#: a per-type config of Linear, linear + add [+ relu] included, before the global config's
+#: conv + add): probed, alone, only for a quantizer that annotates Linear unlike conv
+#: (:func:`override_parts`), with :data:`OVER_CONV`.
+LINEAR_CHAINS: tuple[tuple[str, ...], ...] = (
+    ("nn.Linear", "operator.add"),
+    ("nn.Linear", "operator.add", "nn.ReLU"),
+)
+#: The unit key of ``conv(x) + linear(y)``: whether a Linear chain claims the add before conv +
+#: add can (the add's annotation is then the Linear chain's, not conv + add's).
+OVER_CONV = "nn.Linear>operator.add#over_conv"
+
+
+def override_parts(parts: SuiteParts, names: dict[str, tuple[str, ...]]) -> None:
+    """Add :data:`LINEAR_CHAINS` and :data:`OVER_CONV` (context ``alone``, labels starting
+    with ``override:``) to ``parts``, and their op names to ``names``. Only for a quantizer
+    that annotates Linear unlike conv: the main suite, and so every other export, stays as
+    it is."""
+    import operator
+
+    for chain in LINEAR_CHAINS:
+        built = _build(Unit(chain, ">".join(chain)))
+        if built is None:
             continue
-        if isinstance(output, torch.Tensor) and output.is_floating_point():
-            built.append((unit, made.model, tuple(made.example_inputs), output))
-    return tuple(built)
+        unit, model, inputs, output = built
+        names[unit.key] = unit.names
+        widths = [_width(t) for t in inputs]
+        branch = Branch(f"override:alone:{unit.key}", unit.key, "alone")
+        parts.add(branch, Probe(model, widths, _width(output), "alone"), inputs)
+    torch.manual_seed(0)
+    inputs = (torch.randn(2, 4, 8, 8), torch.randn(2, 4, 8, 8))
+    over = Probe(_Binary(operator.add, None), [8, 8], 0, "pre")
+    over.pre[0] = nn.Conv2d(4, 4, 1)
+    parts.add(Branch(f"override:alone:{OVER_CONV}", OVER_CONV, "alone"), over, inputs)
 
 
 #: The contexts :func:`neighbour_parts` probes (``alone`` does not depend on a neighbour).
@@ -434,17 +474,34 @@ def _variants(key: str, op: Any) -> list[tuple[str, nn.Module, tuple]]:
     ]
 
 
+#: Variants of a conv2d with one input channel per group, by suffix: a depthwise conv
+#: (groups = channels) and a conv of a one-channel input (groups 1). Dynamic XNNPACK leaves
+#: both float (its test is the weight's size along dimension 1), which ``groups`` alone
+#: cannot tell apart from a grouped conv.
+CONV_VARIANTS: dict[str, tuple[Any, tuple[int, ...]]] = {
+    "depthwise": (lambda: nn.Conv2d(4, 4, 3, padding=1, groups=4), (2, 4, 8, 8)),
+    "one_channel": (lambda: nn.Conv2d(1, 4, 3, padding=1), (2, 1, 8, 8)),
+}
+
+
 def _add_variants(parts: SuiteParts) -> None:
     import operator
 
-    for key, op in (("aten.add.Tensor", operator.add), ("aten.mul.Tensor", operator.mul)):
-        for variant, module, inputs in _variants(key, op):
-            widths = [_width(t) for t in inputs]
-            parts.add(
-                Branch(f"alone:{variant}", variant, "alone"),
-                Probe(module, widths, 0, "alone"),
-                inputs,
-            )
+    found = [
+        item
+        for key, op in (("aten.add.Tensor", operator.add), ("aten.mul.Tensor", operator.mul))
+        for item in _variants(key, op)
+    ]
+    torch.manual_seed(0)
+    for suffix, (made, shape) in CONV_VARIANTS.items():
+        found.append((f"aten.conv2d.default#{suffix}", made(), (torch.randn(*shape),)))
+    for variant, module, inputs in found:
+        widths = [_width(t) for t in inputs]
+        parts.add(
+            Branch(f"alone:{variant}", variant, "alone"),
+            Probe(module, widths, 0, "alone"),
+            inputs,
+        )
 
 
 def _width(tensor: Any) -> int:

@@ -4,8 +4,9 @@ things that cannot both happen, and the pt2e flow then silently does one of them
 - `output: never` (or `if_consumer_quantized`) on an `output_share_observer_with_input` entry:
   the output is never observed, so there is nothing to share; the observation type does
   nothing in pt2e.
-- `consumers: quantizing` with `output: never`: the entry waits for a consumer that quantizes,
-  to hand it a quantized output, and then hands it a float one.
+- `consumers: quantizing` (or version 8's `quantizable`) with `output: never`: the entry waits
+  for a consumer that quantizes (or that some entry names), to hand it a quantized output, and
+  then hands it a float one.
 - `producers: join` on an entry that does not share its input's observer: the key is about the
   producers of a shared group's other inputs, and there is no group.
 
@@ -46,12 +47,12 @@ def _contradictions(model: PatternModel) -> Iterator[tuple[str, str, str]]:
             f"({_SHARE}): the output is never observed, so nothing is shared",
             "leave output out (always), or drop the observation type",
         )
-    if model.consumers == "quantizing" and model.output == "never":
+    if model.consumers in ("quantizing", "quantizable") and model.output == "never":
         yield (
             "consumers",
-            "consumers: quantizing waits for a consumer that quantizes, but output: never "
-            "hands it a float output",
-            "drop consumers: quantizing, or let the output be observed",
+            f"consumers: {model.consumers} waits for a consumer that reads a quantized output, "
+            "but output: never hands it a float output",
+            f"drop consumers: {model.consumers}, or let the output be observed",
         )
     if model.producers == "join" and not _shares(model):
         yield (

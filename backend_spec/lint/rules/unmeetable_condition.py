@@ -96,6 +96,9 @@ def _arguments(entry: Any) -> dict[str, set[str]] | None:
         found[""].add(target)
         for argument in schema.arguments:
             found.setdefault(argument.name, set()).add(str(argument.type))
+            if str(argument.type).startswith("Tensor"):  # version 8: its size along a dim
+                for dim in range(8):
+                    found.setdefault(f"{argument.name}.shape.{dim}", set()).add("int")
     return found if found[""] else None
 
 

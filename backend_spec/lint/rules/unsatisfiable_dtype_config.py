@@ -4,7 +4,10 @@ activation observer: it gives a static op's input and its output the same dtype.
 config whose `input_dtype` and `output_dtype` differ (`quint8` in, `float` out) matches no
 QConfig at all, and a dynamic one (`is_dynamic: true`) whose output is not `float` never
 matches either, since a dynamic QConfig leaves the output float. Either way torch skips the
-config without a word, and the ops it was written for stay float in both FX and pt2e.
+config without a word, and the ops it was written for stay float in both FX and pt2e. (Since
+version 8 a dynamic config whose output is its input's dtype means something in pt2e: on an
+`output_share_observer_with_input` entry the output shares the input's dynamic observer, as
+X86's dynamic config quantizes pools and cat. A version 8 file is not warned about it.)
 
 ```yaml
 patterns:
@@ -26,7 +29,7 @@ from typing import Any
 from backend_spec import codes
 from backend_spec.lint.context import LintContext, Problem
 from backend_spec.names.dtypes import dtype_name, dtype_names, to_dtype
-from backend_spec.specfile.models import DTypeConfigModel
+from backend_spec.specfile.models import DTypeConfigModel, dynamic_output
 
 CODE = codes.UNSATISFIABLE_DTYPE_CONFIG
 
@@ -35,6 +38,14 @@ def _dtype(value: Any) -> Any:
     """The torch dtype a config field names (``float`` and ``float32`` alike), or None."""
     name = value if isinstance(value, str) else getattr(value, "dtype", None)
     return to_dtype(name) if isinstance(name, str) and name in dtype_names() else None
+
+
+def _dynamic_share(model: DTypeConfigModel) -> bool:
+    """A dynamic config whose output is its input's quantized dtype (version 8)."""
+    given = _dtype(model.input_dtype)
+    return dynamic_output(model.is_dynamic, model.output_dtype) and given == _dtype(
+        model.output_dtype
+    )
 
 
 def _why(model: DTypeConfigModel) -> tuple[str, str] | None:
@@ -66,6 +77,8 @@ def _why(model: DTypeConfigModel) -> tuple[str, str] | None:
 
 def check(context: LintContext) -> Iterator[Problem]:
     for path, model in context.dtype_definitions():
+        if context.spec.spec_version >= 8 and _dynamic_share(model):
+            continue  # version 8's dynamic propagation (pt2e)
         found = _why(model)
         if found is not None:
             yield Problem(context.doc.canonical((*path, "output_dtype")), *found)
