@@ -132,6 +132,7 @@ def test_describe_lists_every_dtype_field() -> None:
         **dict.fromkeys(("observer", "qscheme", "granularity", "ch_axis", "reduce_range")),
         "fake_quant": None,
         "ptq_fake_quant": None,
+        "customized_qrange": None,
     }
     # dtypes as a spec writes them (backend_spec.names.dtypes.dtype_name): float32 is "float"
     assert weighted["bias_dtype"] == "float" and weighted["is_dynamic"] is None

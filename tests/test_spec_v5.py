@@ -176,9 +176,12 @@ def test_graph_inputs_are_inferred_when_every_float_input_is_observed_alike() ->
     assert mapping.dtype == torch.qint8 and mapping.get("scale_min_lower_bound") == 2**-12
     assert found.gaps == []
     assert backend_of(infer({}, {}, "q", [None, None]).backend_config).graph_inputs is None
+    # Some observed, some not: each observer is read as its reader's input qspec (no key).
     mixed = infer({}, {}, "q", [act, None])
-    assert backend_of(mixed.backend_config).graph_inputs is None
-    assert [gap.op for gap in mixed.gaps] == ["graph inputs"]
+    assert backend_of(mixed.backend_config).graph_inputs is None and mixed.gaps == []
+    unlike = infer({}, {}, "q", [act, {**act, "dtype": "uint8", "quant_min": 0, "quant_max": 255}])
+    assert backend_of(unlike.backend_config).graph_inputs is None
+    assert [gap.op for gap in unlike.gaps] == ["graph inputs"]
 
 
 # --- pattern keys: input_observer, producers -------------------------------------------------
