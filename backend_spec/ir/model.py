@@ -225,13 +225,15 @@ class Entry:
 @dataclass(frozen=True)
 class Backend:
     """A resolved backend: its name, its entries in order (one per pattern key), the
-    version 5 ``graph_inputs`` DTypeConfig (None when graph inputs are not observed) and
-    ``input_sharing`` (None: FX's ``dtype``)."""
+    version 5 ``graph_inputs`` DTypeConfig (None when graph inputs are not observed),
+    ``input_sharing`` (None: FX's ``dtype``) and the version 8 ``transform_for_annotation``
+    passes (the pt2e quantizer runs them, in order, before it annotates)."""
 
     name: str
     entries: tuple[Entry, ...] = ()
     graph_inputs: DTypeConfig | None = None
     input_sharing: str | None = None
+    transform_for_annotation: tuple[FunctionRef, ...] = ()
 
     def __iter__(self) -> Iterator[Entry]:
         return iter(self.entries)
@@ -254,6 +256,7 @@ class Backend:
         return (
             self.graph_inputs is not None
             or self.input_sharing not in (None, "dtype")
+            or bool(self.transform_for_annotation)
             or any(entry.aten or entry.policy for entry in self.entries)
         )
 
