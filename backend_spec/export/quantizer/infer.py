@@ -104,10 +104,15 @@ def infer(
     unit_names: dict[str, tuple[str, ...]],
     name: str,
     graph_inputs: Sequence[dict[str, Any] | None] = (),
+    rewritten: bool = False,
 ) -> Inferred:
     """A BackendConfig from :func:`.probe.probe`'s results (``unit_names``: key -> op names;
-    ``graph_inputs``: the output qspec the quantizer gave each float graph input)."""
+    ``graph_inputs``: the output qspec the quantizer gave each float graph input;
+    ``rewritten``: the probes were read on the graph a spec's ``transform_for_annotation``
+    passes produce, so a unit whose op the passes replaced says nothing of its own: the ops
+    they made are probed as units of their own)."""
     builder = _Builder(name, _common_activation(probed))
+    builder.rewritten = rewritten
     builder.graph_inputs(list(graph_inputs))
     builder.upstream = _upstream_readers(probed)
     builder.own_with_a_scalar = _own_with_a_scalar(probed)
@@ -151,6 +156,8 @@ class _Builder:
         #: The probed fusion units (whose ATen chains may coincide: conv + ReLU6 and conv +
         #: Hardtanh are both conv2d -> hardtanh, told apart by their arguments).
         self.fusion_keys: list[str] = []
+        #: Whether the probes were read after graph passes (version 8).
+        self.rewritten = False
 
     def result(self) -> Inferred:
         """The entries, longer chains first (readable; the pt2e runtime sorts them anyway)."""
@@ -223,6 +230,8 @@ class _Builder:
         for chosen in annotated if not any_spelling else [name]:
             context, ops = found[chosen]
             op = ops[0]
+            if self.rewritten and op["target"] != key.split("@")[0]:
+                continue  # the passes replaced the op: its replacements' own units say them
             if context != "alone" and _fused_with_producer(probed, spelled[chosen], context):
                 # The producer's pattern took the op in (linear + relu): after any other
                 # quantized producer the quantizer propagates the producer's qspec.
@@ -251,6 +260,8 @@ class _Builder:
         if inner:  # each op keeps its own output: the single-op entries already say it
             return
         targets = [o["target"] for o in ops]
+        if self.rewritten and not set(targets) <= set(key.split("@")[0].split(">")):
+            return  # the passes rewrote the chain: its ops' own units say them
         kept = [n for n in names if "BatchNorm" not in n] if len(names) > len(ops) else list(names)
         if len(kept) != len(ops):
             return

@@ -1,0 +1,228 @@
+"""spec_version 8: ``transform_for_annotation``, allow-listed graph passes run before annotation."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import backend_spec
+from backend_spec import SpecError
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
+PASSES = ["bespec_passes"]
+
+SPEC = """spec_version: 8
+name: silu_npu
+transform_for_annotation: [{passes}]
+dtype_configs:
+  act: {{input_dtype: quint8, output_dtype: quint8}}
+patterns:
+  - pattern: torch.sigmoid
+    dtype_configs: [act]
+    aten: [[aten.sigmoid.default]]
+  - pattern: torch.mul
+    dtype_configs: [act]
+    aten: [[aten.mul.Tensor]]
+"""
+
+NAMED = "bespec_passes.decompose_silu"
+CALLED = "{call: bespec_passes.decompose, args: [{literal: silu}]}"
+
+
+def _silu_graph():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.SiLU())
+    return torch.export.export(model, (torch.randn(2, 4),)).module()
+
+
+def _observed(prepared) -> set[str]:
+    """The ATen ops of a prepared graph whose output an observer reads."""
+    modules = dict(prepared.named_modules())
+    return {
+        str(node.target)
+        for node in prepared.graph.nodes
+        if node.op == "call_function"
+        and any(
+            u.op == "call_module"
+            and "activation_post_process" in str(u.target)
+            and u.target in modules
+            for u in node.users
+        )
+    }
+
+
+@pytest.mark.parametrize("passes", [NAMED, CALLED], ids=["name", "call"])
+def test_the_runtime_runs_the_passes_before_annotating(passes):
+    from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
+
+    spec = backend_spec.loads(SPEC.format(passes=passes), format="yaml", allow_imports=PASSES)
+    prepared = prepare_pt2e(_silu_graph(), backend_spec.quantizer(spec))
+    targets = {str(n.target) for n in prepared.graph.nodes if n.op == "call_function"}
+    assert "aten.silu.default" not in targets
+    # sigmoid's input observer sits on the edge from the linear
+    assert _observed(prepared) == {"aten.linear.default", "aten.sigmoid.default", "aten.mul.Tensor"}
+
+
+def test_without_the_passes_the_entries_find_nothing():
+    """The control: the same entries on the graph as exported (silu) annotate nothing."""
+    from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
+
+    text = SPEC.format(passes=NAMED).replace(f"transform_for_annotation: [{NAMED}]\n", "")
+    prepared = prepare_pt2e(
+        _silu_graph(), backend_spec.quantizer(backend_spec.loads(text, format="yaml"))
+    )
+    assert _observed(prepared) == set()
+
+
+BAD = [
+    # (passes, allow-list, code, message part)
+    (NAMED, [], "BS302", "outside the allowed roots"),
+    (CALLED, [], "BS302", "outside the allowed roots"),
+    ("os.system", PASSES, "BS302", "outside the allowed roots"),
+    (
+        "torch.ao.quantization.fuser_method_mappings.fuse_conv_bn",
+        PASSES,
+        "BS306",
+        "transform_for_annotation runs only functions of allowed modules",
+    ),
+    ("{sequential: nni.ConvReLU2d}", PASSES, "BS303", "builds a fuser"),
+    ("bespec_passes.not_a_pass", PASSES, "BS303", "cannot take the GraphModule alone"),
+    (
+        "{call: bespec_passes.decompose, args: [{literal: gelu}]}",
+        PASSES,
+        "BS305",
+        "no pass decomposes 'gelu'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("passes", "allowed", "code", "message"), BAD, ids=[b[0] for b in BAD])
+def test_a_pass_outside_the_allow_list_is_refused_at_its_place(passes, allowed, code, message):
+    with pytest.raises(SpecError) as caught:
+        backend_spec.loads(SPEC.format(passes=passes), format="yaml", allow_imports=allowed)
+    (found,) = [d for d in caught.value.diagnostics if d.code == code]
+    assert message in found.message
+    # at the name itself (a form's: the value of its key)
+    marker = passes.split(": ")[1].split(",")[0].rstrip("}") if passes[0] == "{" else passes
+    line = SPEC.format(passes=passes).splitlines()[2]
+    assert (found.line, found.column) == (3, line.index(marker) + 1)
+
+
+def test_the_key_needs_version_8():
+    text = SPEC.format(passes=NAMED).replace("spec_version: 8", "spec_version: 7")
+    with pytest.raises(SpecError) as caught:
+        backend_spec.loads(text, format="yaml", allow_imports=PASSES)
+    assert [d.code for d in caught.value.diagnostics] == ["BS206"]
+
+
+@pytest.mark.parametrize("fmt", ["yaml", "toml"])
+@pytest.mark.parametrize("passes", [NAMED, CALLED], ids=["name", "call"])
+def test_dump_writes_the_passes_back(passes, fmt):
+    spec = backend_spec.loads(SPEC.format(passes=passes), format="yaml", allow_imports=PASSES)
+    text = backend_spec.dump(spec, format=fmt)
+    assert "spec_version = 8" in text or "spec_version: 8" in text
+    again = backend_spec.loads(text, format=fmt, allow_imports=PASSES)
+    from backend_spec.export.document import pass_doc
+    from backend_spec.ir.lower import backend_of
+
+    def written(config):
+        return [pass_doc(ref.function) for ref in backend_of(config).transform_for_annotation]
+
+    assert (
+        written(again)
+        == written(spec)
+        == [
+            NAMED
+            if passes == NAMED
+            else {"call": "bespec_passes.decompose", "args": [{"literal": "silu"}]}
+        ]
+    )
+
+
+def test_a_table_that_names_passes_needs_them():
+    from backend_spec.pt2e import compile_table
+    from backend_spec.pt2e.runtime import TableQuantizer
+
+    spec = backend_spec.loads(SPEC.format(passes=NAMED), format="yaml", allow_imports=PASSES)
+    table, _ = compile_table(spec)
+    assert table["transform_for_annotation"] == [NAMED]
+    with pytest.raises(ValueError, match="runs 1 graph passes"):
+        TableQuantizer(table)
+
+
+def test_export_finds_the_allow_listed_pass_that_rewrites_as_the_quantizer_does():
+    """The recording runs the caller's candidate passes on the graph the quantizer received
+    and keeps the one whose result is the same graph; only functions of allowed modules that
+    take a GraphModule are candidates (not a fuser, not a factory)."""
+    import bespec_passes
+    from torchao.quantization.pt2e.quantizer import Quantizer
+
+    from backend_spec.export.quantizer import pass_candidates, probe
+    from backend_spec.export.quantizer.verify import run
+
+    candidates = pass_candidates(PASSES)
+    assert [label for label, _ in candidates] == [NAMED]
+
+    class Decomposing(Quantizer):
+        def transform_for_annotation(self, model):
+            return bespec_passes.decompose_silu(model)
+
+        def annotate(self, model):
+            return model
+
+        def validate(self, model):
+            """Nothing to check."""
+
+    parts = probe.SuiteParts()
+    parts.add(probe.Branch("silu"), torch.nn.SiLU(), (torch.randn(2, 4),))
+    suite = probe.export_suite(parts).module(check_guards=False)
+    recorder = probe.recording(Decomposing(), candidates)
+    assert not run(suite, recorder, tuple(parts.inputs)).error
+    assert recorder.pipeline == (NAMED, bespec_passes.decompose_silu)
+    assert {op for _branch, op in recorder.where.values()} == {
+        "aten.sigmoid.default",
+        "aten.mul.Tensor",
+    }
+    other = probe.recording(Decomposing(), (("relu", lambda graph_module: graph_module),))
+    assert not run(suite, other, tuple(parts.inputs)).error
+    assert other.pipeline is None and other.rewritten
+
+
+@pytest.mark.slow
+def test_export_of_a_quantizer_with_a_pass_names_it_and_verifies(tmp_path):
+    """XNNPACK after decompose_silu: with the pass allow-listed the spec names it and
+    verifies; without, the refusal names the ops the rewrite changes."""
+    pytest.importorskip("executorch")
+    out = tmp_path / "spec.yaml"
+    ref = f"{FIXTURES / 'quantizers' / 'passes.py'}:xnnpack_decomposing_silu"
+    env_path = f"{ROOT}{':' + str(FIXTURES)}"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "backend_spec",
+            "export",
+            ref,
+            "--allow-import",
+            "bespec_passes",
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={
+            "PYTHONPATH": env_path,
+            "PATH": "/usr/bin:/bin",
+            "BESPEC_CACHE_DIR": str(tmp_path / "cache"),
+        },
+    )
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "verified" in done.stderr
+    text = out.read_text(encoding="utf-8")
+    assert "spec_version: 8" in text and f"- {NAMED}" in text
