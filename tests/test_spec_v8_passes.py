@@ -226,3 +226,13 @@ def test_export_of_a_quantizer_with_a_pass_names_it_and_verifies(tmp_path):
     assert "verified" in done.stderr
     text = out.read_text(encoding="utf-8")
     assert "spec_version: 8" in text and f"- {NAMED}" in text
+
+
+def test_diff_compares_the_passes():
+    from backend_spec.analysis.compare import diff
+
+    named = backend_spec.loads(SPEC.format(passes=NAMED), format="yaml", allow_imports=PASSES)
+    called = backend_spec.loads(SPEC.format(passes=CALLED), format="yaml", allow_imports=PASSES)
+    again = backend_spec.loads(SPEC.format(passes=CALLED), format="yaml", allow_imports=PASSES)
+    assert diff(called, again) == []
+    assert [d.field for d in diff(named, called)] == ["transform_for_annotation[0]"]
