@@ -17,25 +17,25 @@ FIXTURES = ROOT / "tests" / "fixtures"
 PASSES = ["bespec_passes"]
 
 SPEC = """spec_version: 8
-name: silu_npu
+name: hardswish_npu
 transform_for_annotation: [{passes}]
 dtype_configs:
   act: {{input_dtype: quint8, output_dtype: quint8}}
 patterns:
-  - pattern: torch.sigmoid
+  - pattern: F.hardsigmoid
     dtype_configs: [act]
-    aten: [[aten.sigmoid.default]]
+    aten: [[aten.hardsigmoid.default]]
   - pattern: torch.mul
     dtype_configs: [act]
     aten: [[aten.mul.Tensor]]
 """
 
-NAMED = "bespec_passes.decompose_silu"
-CALLED = "{call: bespec_passes.decompose, args: [{literal: silu}]}"
+NAMED = "bespec_passes.decompose_hardswish"
+CALLED = "{call: bespec_passes.decompose, args: [{literal: hardswish}]}"
 
 
-def _silu_graph():
-    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.SiLU())
+def _hardswish_graph():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Hardswish())
     return torch.export.export(model, (torch.randn(2, 4),)).module()
 
 
@@ -60,20 +60,24 @@ def test_the_runtime_runs_the_passes_before_annotating(passes):
     from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
 
     spec = backend_spec.loads(SPEC.format(passes=passes), format="yaml", allow_imports=PASSES)
-    prepared = prepare_pt2e(_silu_graph(), backend_spec.quantizer(spec))
+    prepared = prepare_pt2e(_hardswish_graph(), backend_spec.quantizer(spec))
     targets = {str(n.target) for n in prepared.graph.nodes if n.op == "call_function"}
-    assert "aten.silu.default" not in targets
-    # sigmoid's input observer sits on the edge from the linear
-    assert _observed(prepared) == {"aten.linear.default", "aten.sigmoid.default", "aten.mul.Tensor"}
+    assert "aten.hardswish.default" not in targets
+    # hardsigmoid's input observer sits on the edge from the linear
+    assert _observed(prepared) == {
+        "aten.linear.default",
+        "aten.hardsigmoid.default",
+        "aten.mul.Tensor",
+    }
 
 
 def test_without_the_passes_the_entries_find_nothing():
-    """The control: the same entries on the graph as exported (silu) annotate nothing."""
+    """The control: the same entries on the graph as exported (hardswish) annotate nothing."""
     from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
 
     text = SPEC.format(passes=NAMED).replace(f"transform_for_annotation: [{NAMED}]\n", "")
     prepared = prepare_pt2e(
-        _silu_graph(), backend_spec.quantizer(backend_spec.loads(text, format="yaml"))
+        _hardswish_graph(), backend_spec.quantizer(backend_spec.loads(text, format="yaml"))
     )
     assert _observed(prepared) == set()
 
@@ -138,7 +142,7 @@ def test_dump_writes_the_passes_back(passes, fmt):
         == [
             NAMED
             if passes == NAMED
-            else {"call": "bespec_passes.decompose", "args": [{"literal": "silu"}]}
+            else {"call": "bespec_passes.decompose", "args": [{"literal": "hardswish"}]}
         ]
     )
 
@@ -169,7 +173,7 @@ def test_export_finds_the_allow_listed_pass_that_rewrites_as_the_quantizer_does(
 
     class Decomposing(Quantizer):
         def transform_for_annotation(self, model):
-            return bespec_passes.decompose_silu(model)
+            return bespec_passes.decompose_hardswish(model)
 
         def annotate(self, model):
             return model
@@ -178,13 +182,13 @@ def test_export_finds_the_allow_listed_pass_that_rewrites_as_the_quantizer_does(
             """Nothing to check."""
 
     parts = probe.SuiteParts()
-    parts.add(probe.Branch("silu"), torch.nn.SiLU(), (torch.randn(2, 4),))
+    parts.add(probe.Branch("hardswish"), torch.nn.Hardswish(), (torch.randn(2, 4),))
     suite = probe.export_suite(parts).module(check_guards=False)
     recorder = probe.recording(Decomposing(), candidates)
     assert not run(suite, recorder, tuple(parts.inputs)).error
-    assert recorder.pipeline == (NAMED, bespec_passes.decompose_silu)
+    assert recorder.pipeline == (NAMED, bespec_passes.decompose_hardswish)
     assert {op for _branch, op in recorder.where.values()} == {
-        "aten.sigmoid.default",
+        "aten.hardsigmoid.default",
         "aten.mul.Tensor",
     }
     other = probe.recording(Decomposing(), (("relu", lambda graph_module: graph_module),))
@@ -194,11 +198,11 @@ def test_export_finds_the_allow_listed_pass_that_rewrites_as_the_quantizer_does(
 
 @pytest.mark.slow
 def test_export_of_a_quantizer_with_a_pass_names_it_and_verifies(tmp_path):
-    """XNNPACK after decompose_silu: with the pass allow-listed the spec names it and
+    """XNNPACK after decompose_hardswish: with the pass allow-listed the spec names it and
     verifies; without, the refusal names the ops the rewrite changes."""
     pytest.importorskip("executorch")
     out = tmp_path / "spec.yaml"
-    ref = f"{FIXTURES / 'quantizers' / 'passes.py'}:xnnpack_decomposing_silu"
+    ref = f"{FIXTURES / 'quantizers' / 'passes.py'}:xnnpack_decomposing_hardswish"
     env_path = f"{ROOT}{':' + str(FIXTURES)}"
     done = subprocess.run(
         [
