@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -196,38 +197,42 @@ def test_export_finds_the_allow_listed_pass_that_rewrites_as_the_quantizer_does(
     assert other.pipeline is None and other.rewritten
 
 
-@pytest.mark.slow
-def test_export_of_a_quantizer_with_a_pass_names_it_and_verifies(tmp_path):
-    """XNNPACK after decompose_hardswish: with the pass allow-listed the spec names it and
-    verifies; without, the refusal names the ops the rewrite changes."""
-    pytest.importorskip("executorch")
+def _export(tmp_path, ref: str, *flags: str) -> tuple[subprocess.CompletedProcess, Path]:
     out = tmp_path / "spec.yaml"
-    ref = f"{FIXTURES / 'quantizers' / 'passes.py'}:xnnpack_decomposing_hardswish"
-    env_path = f"{ROOT}{':' + str(FIXTURES)}"
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "backend_spec",
-            "export",
-            ref,
-            "--allow-import",
-            "bespec_passes",
-            "-o",
-            str(out),
-        ],
+        [sys.executable, "-m", "backend_spec", "export", ref, *flags, "-o", str(out)],
         capture_output=True,
         text=True,
         cwd=tmp_path,
         env={
-            "PYTHONPATH": env_path,
-            "PATH": "/usr/bin:/bin",
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(
+                p for p in (str(ROOT), str(FIXTURES), os.environ.get("PYTHONPATH", "")) if p
+            ),
             "BESPEC_CACHE_DIR": str(tmp_path / "cache"),
         },
     )
     assert "Traceback" not in done.stderr
+    return done, out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("allowed", [True, False], ids=["allow-listed", "not allow-listed"])
+def test_export_of_a_quantizer_with_a_pass_names_it_and_verifies(tmp_path, allowed):
+    """XNNPACK after decompose_hardswish: with the pass allow-listed the spec names it and
+    verifies; without, the refusal names the ops the rewrite changes."""
+    pytest.importorskip("executorch")
+    ref = f"{FIXTURES / 'quantizers' / 'passes.py'}:xnnpack_decomposing_hardswish"
+    flags = ("--allow-import", "bespec_passes") if allowed else ()
+    done, out = _export(tmp_path, ref, *flags)
+    if not allowed:
+        assert done.returncode == 1 and not out.exists()
+        assert "aten.hardswish.default: the quantizer's transform_for_annotation removes" in (
+            done.stderr
+        )
+        return
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "verified" in done.stderr
+    assert "verified: 9/9 models" in done.stderr
     text = out.read_text(encoding="utf-8")
     assert "spec_version: 8" in text and f"- {NAMED}" in text
 

@@ -260,8 +260,6 @@ class _Builder:
         if inner:  # each op keeps its own output: the single-op entries already say it
             return
         targets = [o["target"] for o in ops]
-        if self.rewritten and not set(targets) <= set(key.split("@")[0].split(">")):
-            return  # the passes rewrote the chain: its ops' own units say them
         kept = [n for n in names if "BatchNorm" not in n] if len(names) > len(ops) else list(names)
         if len(kept) != len(ops):
             return
