@@ -245,3 +245,24 @@ def test_diff_compares_the_passes():
     again = backend_spec.loads(SPEC.format(passes=CALLED), format="yaml", allow_imports=PASSES)
     assert diff(called, again) == []
     assert [d.field for d in diff(named, called)] == ["transform_for_annotation[0]"]
+
+
+def test_the_standalone_module_takes_the_passes_from_its_caller():
+    """``bespec compile --target pt2e``'s module holds the pass names as data and imports
+    nothing more: ``get_quantizer(passes=...)`` takes the functions, and refuses without."""
+    import bespec_passes
+
+    from backend_spec.pt2e import compile_table
+    from backend_spec.pt2e.emit import generate_module
+
+    spec = backend_spec.loads(SPEC.format(passes=NAMED), format="yaml", allow_imports=PASSES)
+    table, _ = compile_table(spec)
+    source = generate_module(table, source="spec.yaml")
+    assert "bespec_passes" not in source.split("TABLE = ")[0]  # no import of the pass module
+    namespace: dict = {}
+    exec(compile(source, "quantizer.py", "exec"), namespace)
+    with pytest.raises(ValueError, match="runs 1 graph passes"):
+        namespace["get_quantizer"]()
+    quantizer = namespace["get_quantizer"](passes=(bespec_passes.decompose_hardswish,))
+    graph = quantizer.transform_for_annotation(_hardswish_graph())
+    assert "aten.hardswish.default" not in {str(n.target) for n in graph.graph.nodes}
