@@ -481,7 +481,7 @@ def recording(quantizer: Any, candidates: tuple[tuple[str, Any], ...] = ()) -> A
     """``quantizer`` wrapped so that its annotations are read right after ``annotate`` (inside
     ``prepare_pt2e``, before observers rewrite the graph): ``.snapshot`` holds
     :func:`read_annotations`'s result, and ``.rewritten`` the ops whose node count the
-    quantizer's ``transform_for_annotation`` changed. When it changed some, each of the
+    quantizer's ``transform_for_annotation`` changed. When it changed the graph, each of the
     ``candidates`` (label, pass: the caller's allow-listed pipelines) runs on a copy of the
     same graph, and the first whose result is the same graph is ``.pipeline``: a spec can
     then name it (spec_version 8). ``.where`` maps the transformed graph's nodes to their
@@ -511,7 +511,8 @@ def recording(quantizer: Any, candidates: tuple[tuple[str, Any], ...] = ()) -> A
                 for op in sorted(before.keys() | after.keys())
                 if before.get(op, 0) != after.get(op, 0)
             }
-            if self.rewritten and original is not None:
+            # Any change (QNN lifts scalar operands into constants: no op count moves).
+            if original is not None and graph_shape(original.graph) != graph_shape(result.graph):
                 self.pipeline = matching_pass(original, result, candidates)
             self.where = {
                 node.name: (found[0], str(node.target))
