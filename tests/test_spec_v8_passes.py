@@ -266,3 +266,50 @@ def test_the_standalone_module_takes_the_passes_from_its_caller():
     quantizer = namespace["get_quantizer"](passes=(bespec_passes.decompose_hardswish,))
     graph = quantizer.transform_for_annotation(_hardswish_graph())
     assert "aten.hardswish.default" not in {str(n.target) for n in graph.graph.nodes}
+
+
+_QSPEC = {
+    "kind": "observed",
+    "dtype": "int8",
+    "quant_min": -128,
+    "quant_max": 127,
+    "qscheme": "per_tensor_affine",
+    "ch_axis": None,
+    "is_dynamic": False,
+    "observer": "MinMaxObserver",
+    "kwargs": {},
+}
+
+
+def _annotated_op(target: str) -> dict:
+    return {
+        "target": target,
+        "annotated": True,
+        "inputs": {"0": _QSPEC},
+        "kinds": {"0": "act"},
+        "output": _QSPEC,
+        "weight": "1",
+        "args": {},
+    }
+
+
+@pytest.mark.parametrize("rewritten", [True, False])
+def test_inference_reads_the_ops_the_passes_made_that_no_unit_probes(rewritten):
+    """Probed after the passes, a softmax unit holds the ops it became: those no unit probes
+    (amax) get an entry named by their ATen op, the replaced op none; without passes, the
+    unit's first op stands for the unit as before."""
+    from backend_spec.export.quantizer.infer import infer
+    from backend_spec.ir.lower import backend_of
+
+    ops = [_annotated_op("aten.amax.default"), _annotated_op("aten.sub.Tensor")]
+    probed = {"alone": {"aten.softmax.int": {"ops": ops, "pre": [], "post": []}}}
+    names = {"aten.softmax.int": ("F.softmax",), "aten.sub.Tensor": ("torch.sub",)}
+    inferred = infer(probed, names, "t", rewritten=rewritten)
+    labels = {str(entry.pattern) for entry in backend_of(inferred.backend_config).entries}
+    if rewritten:
+        assert labels == {"aten.amax.default"}
+        text = backend_spec.dump(inferred.backend_config, format="yaml")
+        assert "pattern: aten.amax.default" in text
+        backend_spec.loads(text, format="yaml")
+    else:
+        assert len(labels) == 1 and "softmax" in next(iter(labels))

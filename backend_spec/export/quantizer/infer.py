@@ -113,6 +113,7 @@ def infer(
     they made are probed as units of their own)."""
     builder = _Builder(name, _common_activation(probed))
     builder.rewritten = rewritten
+    builder.unit_keys = {key for key in unit_names if "@" not in key}
     builder.graph_inputs(list(graph_inputs))
     builder.upstream = _upstream_readers(probed)
     builder.own_with_a_scalar = _own_with_a_scalar(probed)
@@ -158,6 +159,9 @@ class _Builder:
         self.fusion_keys: list[str] = []
         #: Whether the probes were read after graph passes (version 8).
         self.rewritten = False
+        #: The probed units' keys (an op the passes made is read off them only when no unit
+        #: probes it).
+        self.unit_keys: set[str] = set()
 
     def result(self) -> Inferred:
         """The entries, longer chains first (readable; the pt2e runtime sorts them anyway)."""
@@ -231,7 +235,10 @@ class _Builder:
             context, ops = found[chosen]
             op = ops[0]
             if self.rewritten and op["target"] != key.split("@")[0]:
-                continue  # the passes replaced the op: its replacements' own units say them
+                # The passes replaced the op: its replacements' own units say them, and those
+                # no unit probes (a softmax becomes amax, sub, exp, sum...) are read here.
+                self.introduced(ops)
+                continue
             if context != "alone" and _fused_with_producer(probed, spelled[chosen], context):
                 # The producer's pattern took the op in (linear + relu): after any other
                 # quantized producer the quantizer propagates the producer's qspec.
@@ -244,6 +251,14 @@ class _Builder:
             if "gap" in policy:
                 self.gap(key, policy.pop("gap"))
             self.add([op["target"]], [chosen], op, op, policy, any_spelling=any_spelling)
+
+    def introduced(self, ops: list[dict[str, Any]]) -> None:
+        """An entry, named by its ATen op, for each annotated op of a unit that the graph
+        passes made and that no unit probes by itself (version 8)."""
+        for op in ops:
+            target = op["target"]
+            if target not in self.unit_keys and annotated([op]):
+                self.add([target], [target], op, op, {})
 
     def fusion(
         self, key: str, names: tuple[str, ...], probed: dict[str, Any], spelled: str | None
