@@ -313,3 +313,44 @@ def test_inference_reads_the_ops_the_passes_made_that_no_unit_probes(rewritten):
         backend_spec.loads(text, format="yaml")
     else:
         assert len(labels) == 1 and "softmax" in next(iter(labels))
+
+
+#: Delegates whose transform_for_annotation an allow-listed adapter reproduces
+#: (tests/fixtures/bespec_passes): factory, adapter module, modules it needs, why it is still
+#: refused (None: it exports and verifies).
+DELEGATES = {
+    "arm_tosa": (
+        "bespec_passes.arm",
+        ("tosa_serializer",),
+        "left after the passes: ops of the decomposed graph annotated as fusions or shared "
+        "groups the probes do not show",
+    ),
+    "qnn": (
+        "bespec_passes.qnn",
+        (),
+        "QnnQuantizer observes its int32 bias on its own (MinMaxObserver), quantizes "
+        "layer_norm's weight and leaky_relu's slope, and shares cat/chunk groups the spec splits",
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(DELEGATES))
+def test_a_delegate_pipeline_is_named_and_only_other_constructs_are_refused(tmp_path, name):
+    """With its adapter allow-listed, a delegate's export finds the pipeline: the report names
+    no op for the rewrite (only constructs the format lacks), or the spec exports and verifies."""
+    pytest.importorskip("executorch")
+    module, needs, refusal = DELEGATES[name]
+    for needed in needs:
+        pytest.importorskip(needed)
+    ref = f"{FIXTURES / 'quantizers' / 'delegates.py'}:{name}"
+    done, out = _export(tmp_path, ref, "--allow-import", module)
+    assert "the quantizer's transform_for_annotation" not in done.stderr
+    if done.returncode != 0:
+        assert done.returncode == 1 and not out.exists(), done.stderr[-2000:]
+        assert "error: the spec cannot express the quantizer on" in done.stderr
+        pytest.xfail(refusal)
+    assert "verified: 9/9 models" in done.stderr
+    assert f"transform_for_annotation:\n  - {{call: {module}" in out.read_text(
+        encoding="utf-8"
+    ) or f"  - {module}." in out.read_text(encoding="utf-8")
