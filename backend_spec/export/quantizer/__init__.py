@@ -53,6 +53,9 @@ class QuantizerExport:
     #: Why a spec that matched everywhere is still not verified (the probes did not exercise
     #: what the quantizer quantizes): a matched empty spec, ops declared but never probed.
     unverified: list[str] = field(default_factory=list)
+    #: The allow-listed pass that reproduced the quantizer's transform_for_annotation (its
+    #: label), which the spec runs (spec_version 8); "" when none did.
+    pipeline: str = ""
 
     @property
     def matched(self) -> int:
@@ -281,6 +284,7 @@ class _Flow:
             inferred.backend_config = _with_passes(inferred.backend_config, pipeline[1])
         text = dump(inferred.backend_config, fmt, name=name)
         result = QuantizerExport(text, inferred, qat=self.qat)
+        result.pipeline = pipeline[0] if pipeline is not None else ""
         result.left_out = [branches[index].label for index in sorted(self.dropped)]
         candidate, spec_run, compared = self.check(text)
         if spec_run.error:
