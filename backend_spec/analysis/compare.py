@@ -176,7 +176,7 @@ def describe(backend: BackendConfig | Backend) -> dict[str, dict[str, Any]]:
 
 def describe_backend(backend: BackendConfig | Backend) -> dict[str, Any]:
     """:func:`describe` plus the backend's name, pattern order and the backend-level pt2e keys
-    (``graph_inputs``, ``input_sharing``)."""
+    (``graph_inputs``, ``input_sharing``, ``transform_for_annotation``)."""
     if isinstance(backend, BackendConfig):
         backend = backend_of(backend)
     patterns = describe(backend)
@@ -187,6 +187,9 @@ def describe_backend(backend: BackendConfig | Backend) -> dict[str, Any]:
         "patterns": patterns,
         "graph_inputs": inputs,
         "input_sharing": backend.input_sharing or "dtype",
+        "transform_for_annotation": [
+            function_description(ref.function) for ref in backend.transform_for_annotation
+        ],
     }
 
 
@@ -250,7 +253,7 @@ def diff(a: BackendConfig | Backend, b: BackendConfig | Backend) -> list[Differe
     )
     out += [
         Difference("changed", "", p, o, n)
-        for key in ("graph_inputs", "input_sharing")
+        for key in ("graph_inputs", "input_sharing", "transform_for_annotation")
         for p, o, n in _value_diffs(da[key], db[key], key)
     ]
     pa, pb = da["patterns"], db["patterns"]

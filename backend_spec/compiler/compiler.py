@@ -39,7 +39,7 @@ from backend_spec.names.fusers import (
     reverse_wrapper,
     sequential_fuser,
 )
-from backend_spec.names.resolver import Kind, NameProblem, Resolver
+from backend_spec.names.resolver import Kind, NameProblem, Resolver, defining_module
 from backend_spec.names.vocabulary import TORCH_FACTORY_MODULES, inside
 from backend_spec.specfile.fields import (
     DTYPE_CONFIG_MAPPINGS,
@@ -464,6 +464,54 @@ class Compiler:
         if self.spec.graph_inputs is None:
             return None
         return self.named_dtype_config(("graph_inputs",), self.spec.graph_inputs)
+
+    def passes(self) -> tuple[FunctionRef, ...]:
+        """The ``transform_for_annotation`` passes (version 8), each a function of an allowed
+        module taking the GraphModule: named, or the result of ``{call: factory, ...}`` with a
+        factory of an allowed module (torch's fuser factories build fusers, not passes)."""
+        found = []
+        for index, value in enumerate(self.spec.transform_for_annotation or ()):
+            function = self.graph_pass(("transform_for_annotation", index), value)
+            if function is not None:
+                found.append(FunctionRef.of(function))
+        return tuple(found)
+
+    def graph_pass(self, path: KeyPath, value: str | FunctionForm) -> Any:
+        """One pass of ``transform_for_annotation``, or None (reported)."""
+        if not isinstance(value, str) and value.form != "call":
+            self.problem(
+                (*path, value.form),
+                codes.WRONG_KIND,
+                f"{{{value.form}: ...}} builds a fuser; a pass of transform_for_annotation is a "
+                "function name or {call: factory, args: [...]}",
+            )
+            return None
+        where = (*path, "call") if not isinstance(value, str) else path
+        named = value if isinstance(value, str) else str(value.call)
+        obj = self.name(where, named, Kind.FUNCTION)
+        if obj is None:
+            return None
+        module = defining_module(getattr(obj, "__func__", obj))
+        if not inside(module or "", self.resolver.allowed):
+            self.problem(
+                where,
+                codes.UNTRUSTED,
+                f"'{named}' is defined in '{module}'; transform_for_annotation runs only "
+                "functions of allowed modules",
+                "write the pipeline as a function of your own module and allow-list it "
+                "(--allow-import / allow_imports)",
+            )
+            return None
+        function = obj if isinstance(value, str) else self.factory_call(path, value, 1)
+        if function is not None and not _takes(function, 1):
+            self.problem(
+                where,
+                codes.WRONG_KIND,
+                f"'{named}' {'is' if isinstance(value, str) else 'returned'} a function that "
+                "cannot take the GraphModule alone; a pass is called as pass(graph_module)",
+            )
+            return None
+        return function
 
     def removal_keys(self) -> list[tuple[KeyPath, Any]]:
         keys = []

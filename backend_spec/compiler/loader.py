@@ -248,6 +248,7 @@ def build(
     compiler = Compiler(doc, spec, resolver)
     entries = compiler.compile_patterns()
     graph_inputs = compiler.graph_inputs()
+    passes = compiler.passes()
     removals = compiler.removal_keys()
     base = _base(doc, spec, _Scope(resolver, root), base_dir, chain, compiler.diagnostics)
     if "remove" in spec.model_fields_set and not spec.extends and not spec.set_aside(("extends",)):
@@ -267,7 +268,17 @@ def build(
     if base is not None:  # inherited, unless the spec sets its own
         graph_inputs = base.graph_inputs if graph_inputs is None else graph_inputs
         sharing = base.input_sharing if sharing is None else sharing
-    backend = Backend(spec.name, tuple(table.values()), graph_inputs, sharing, spec.spec_version)
+        passes = (
+            passes if spec.transform_for_annotation is not None else base.transform_for_annotation
+        )
+    backend = Backend(
+        spec.name,
+        tuple(table.values()),
+        graph_inputs,
+        sharing,
+        version=spec.spec_version,
+        transform_for_annotation=passes,
+    )
     result = Compiled(backend, doc=doc, spec=spec)
     return Built(
         doc, spec, None if problems else result, problems, compiler.resolved, compiler.names

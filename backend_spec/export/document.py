@@ -50,6 +50,8 @@ class SpecDocument:
     graph_inputs: str | None = None
     #: ``input_sharing`` (version 5), when not FX's default.
     input_sharing: str | None = None
+    #: The ``transform_for_annotation`` passes (version 8), as spec values.
+    transform_for_annotation: list[Any] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The document as the loader reads it (key order as written)."""
@@ -64,6 +66,8 @@ class SpecDocument:
             out["graph_inputs"] = self.graph_inputs
         if self.input_sharing is not None:
             out["input_sharing"] = self.input_sharing
+        if self.transform_for_annotation:
+            out["transform_for_annotation"] = self.transform_for_annotation
         out["patterns"] = self.patterns
         return out
 
@@ -89,6 +93,7 @@ def foreign_packages(doc: SpecDocument) -> list[str]:
                 found.add(head)
 
     walk(doc.patterns)
+    walk(doc.transform_for_annotation)
     return sorted(found)
 
 
@@ -125,10 +130,25 @@ def required_version(doc: SpecDocument) -> int:
 
     nested = any(nested_forward_items(entry.get("pattern")) for entry in doc.patterns)
     backend_keys = max(
-        (since[key] for key in ("graph_inputs", "input_sharing") if getattr(doc, key) is not None),
+        (
+            since[key]
+            for key in ("graph_inputs", "input_sharing", "transform_for_annotation")
+            if getattr(doc, key) not in (None, [])
+        ),
         default=1,
     )
     return max(2 if nested else 1, backend_keys, used(doc.patterns), used(doc.dtype_configs))
+
+
+def pass_doc(function: Any) -> Any:
+    """A ``transform_for_annotation`` pass as a spec writes it (a name or a factory call);
+    ValueError when it has neither."""
+    from backend_spec.export.functions import Unwritable, function_doc
+
+    try:
+        return function_doc(function)
+    except Unwritable as exc:
+        raise ValueError(f"transform_for_annotation: {exc.problem}") from None
 
 
 def _safe_label(config: Any) -> str:
@@ -396,6 +416,9 @@ def build_document(
     inputs = backend.graph_inputs
     if inputs is not None:
         doc.graph_inputs = table.name_of(inputs)
+    doc.transform_for_annotation = [
+        pass_doc(ref.function) for ref in backend.transform_for_annotation
+    ]
     doc.dtype_configs = table.docs
     doc.spec_version = required_version(doc)
     return doc

@@ -95,6 +95,10 @@ def emit_toml(doc: SpecDocument, schema_ref: str = SCHEMA_NAME) -> str:
         lines.append(f"graph_inputs = {toml_string(doc.graph_inputs)}")
     if doc.input_sharing is not None:
         lines.append(f"input_sharing = {toml_string(doc.input_sharing)}")
+    if doc.transform_for_annotation:
+        lines.append("transform_for_annotation = [")
+        lines += [f"    {toml_value(item)}," for item in doc.transform_for_annotation]
+        lines.append("]")
     if not doc.patterns:
         lines.append("patterns = []")
     for name, dtype_config in doc.dtype_configs.items():

@@ -128,6 +128,10 @@ def emit_yaml(doc: SpecDocument, schema_ref: str = SCHEMA_NAME) -> str:
         root["graph_inputs"] = doc.graph_inputs
     if doc.input_sharing is not None:
         root["input_sharing"] = doc.input_sharing
+    if doc.transform_for_annotation:
+        root["transform_for_annotation"] = CommentedSeq(
+            _node(item, force_flow=True) for item in doc.transform_for_annotation
+        )
     root["patterns"] = _patterns_node(doc)
     root.yaml_set_comment_before_after_key("patterns", before="\n")
 

@@ -226,15 +226,18 @@ class Entry:
 class Backend:
     """A resolved backend: its name, its entries in order (one per pattern key), the
     version 5 ``graph_inputs`` DTypeConfig (None when graph inputs are not observed),
-    ``input_sharing`` (None: FX's ``dtype``) and the format version of the spec it was
-    written in (1 for a torch config), for the meanings a version gives to values older
-    files could hold (version 8's dynamic configs with a quantized output)."""
+    ``input_sharing`` (None: FX's ``dtype``), the version 8 ``transform_for_annotation``
+    passes (the pt2e quantizer runs them, in order, before it annotates) and the format
+    version of the spec it was written in (1 for a torch config), for the meanings a version
+    gives to values older files could hold (version 8's dynamic configs with a quantized
+    output)."""
 
     name: str
     entries: tuple[Entry, ...] = ()
     graph_inputs: DTypeConfig | None = None
     input_sharing: str | None = None
     version: int = 1
+    transform_for_annotation: tuple[FunctionRef, ...] = ()
 
     def __iter__(self) -> Iterator[Entry]:
         return iter(self.entries)
@@ -257,6 +260,7 @@ class Backend:
         return (
             self.graph_inputs is not None
             or self.input_sharing not in (None, "dtype")
+            or bool(self.transform_for_annotation)
             or any(entry.aten or entry.policy for entry in self.entries)
         )
 

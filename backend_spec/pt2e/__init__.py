@@ -75,15 +75,17 @@ def quantizer(
     Its ``.report`` lists the rules, the entries skipped (with the reason) and conflicts.
     """
     require_torchao()
+    from backend_spec.analysis.qconfigs import resolve_backend_config
+    from backend_spec.ir.lower import backend_of
+
+    backend_config = resolve_backend_config(spec_or_path, allow_imports)
     table, report = compile_table(
-        spec_or_path,
-        engine=engine,
-        allow_imports=allow_imports,
-        qat=qat,
-        runnable_first=runnable_first,
+        backend_config, engine=engine, qat=qat, runnable_first=runnable_first
     )
     from backend_spec.pt2e.runtime import TableQuantizer
 
-    result = TableQuantizer(table)
+    # The spec_version 8 passes, as the compiler resolved them through the allow-list.
+    passes = tuple(ref.function for ref in backend_of(backend_config).transform_for_annotation)
+    result = TableQuantizer(table, passes=passes)
     result.report = report
     return result

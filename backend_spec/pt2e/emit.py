@@ -53,12 +53,13 @@ def generate_module(
         f"QAT_TABLE = {pprint.pformat(qat_table, width=100, sort_dicts=False)}",
         "",
         "",
-        "def get_quantizer(qat: bool = False) -> TableQuantizer:",
+        "def get_quantizer(qat: bool = False, passes: tuple = ()) -> TableQuantizer:",
         '    """A fresh Quantizer for one model (it records its matches); ``qat=True`` for',
-        '    prepare_qat_pt2e."""',
+        "    prepare_qat_pt2e. ``passes``: the functions the table's transform_for_annotation",
+        '    names, in order (the table holds their names only; it imports nothing)."""',
         "    if qat and QAT_TABLE is None:",
         '        raise ValueError("this module was compiled without a QAT table")',
-        "    return TableQuantizer(QAT_TABLE if qat else TABLE)",
+        "    return TableQuantizer(QAT_TABLE if qat else TABLE, passes=tuple(passes))",
         "",
     ]
     return "\n".join(header + body + footer)

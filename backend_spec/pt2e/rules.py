@@ -25,6 +25,7 @@ from backend_spec._torch import BackendConfig, ObservationType, quiet, torch
 from backend_spec.analysis import qconfigs
 from backend_spec.ir import Backend, DTypeConfig, DTypeMapping, Entry
 from backend_spec.ir.lower import backend_of, lower, lower_dtype_config
+from backend_spec.names.labels import object_label
 from backend_spec.pt2e.aten import describe_op
 from backend_spec.pt2e.qat import qat_fused_type, qat_swap, spec_data
 from backend_spec.pt2e.table import Policy, Rule, Table, rule_key
@@ -217,6 +218,9 @@ class _Compiler:
             rules=tuple(rules),
             graph_inputs=self.graph_inputs_spec(),
             input_sharing=self.backend.input_sharing,
+            passes=tuple(
+                object_label(ref.function) for ref in self.backend.transform_for_annotation
+            ),
         )
         return table, self.report
 

@@ -167,10 +167,20 @@ class TableQuantizer(Quantizer):
     table: dict[str, Any]
     matches: list[Match] = field(default_factory=list)
     report: Any = None
+    #: The functions of the table's ``transform_for_annotation`` (spec_version 8), in order:
+    #: each takes the exported GraphModule and returns it. The table records their names only
+    #: (it is plain data), so whoever builds the quantizer passes them.
+    passes: tuple[Any, ...] = ()
 
     def __post_init__(self) -> None:
         super().__init__()
         typed = Table.from_data(self.table)
+        if len(self.passes) != len(typed.passes) or not all(map(callable, self.passes)):
+            raise ValueError(
+                f"this table runs {len(typed.passes)} graph passes before annotating "
+                f"({', '.join(typed.passes) or 'none'}); give exactly those functions as "
+                f"passes=, not {len(self.passes)} objects"
+            )
         self._specs = {name: make_spec(data) for name, data in typed.specs.items()}
         self._spec_data = typed.specs
         self._dtypes = {name: data["dtype"] for name, data in typed.specs.items()}
@@ -202,7 +212,11 @@ class TableQuantizer(Quantizer):
     # --- torchao Quantizer API --------------------------------------------------------------
 
     def transform_for_annotation(self, model: torch.fx.GraphModule) -> torch.fx.GraphModule:
-        """``scalars: tensor``: number arguments of those rules' first ops become constants."""
+        """The table's graph passes (``transform_for_annotation``, spec_version 8) in order,
+        then ``scalars: tensor``: number arguments of those rules' first ops become
+        constants (of the graph the passes produced)."""
+        for graph_pass in self.passes:
+            model = graph_pass(model)
         if self._scalar_targets:
             _scalars_to_tensors(model, self._scalar_targets)
         return model

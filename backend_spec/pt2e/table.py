@@ -178,6 +178,9 @@ class Table:
     #: When an input reuses its producer's output observer (spec_version 5): ``dtype`` (FX)
     #: or ``qspec`` (torchao with a hand-written Quantizer); None means ``dtype``.
     input_sharing: str | None = None
+    #: The labels of the graph passes run before annotation (spec_version 8
+    #: ``transform_for_annotation``); the runtime is given the functions themselves.
+    passes: tuple[str, ...] = ()
 
     def to_data(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -189,6 +192,8 @@ class Table:
             data["graph_inputs"] = self.graph_inputs
         if self.input_sharing not in (None, "dtype"):
             data["input_sharing"] = self.input_sharing
+        if self.passes:
+            data["transform_for_annotation"] = list(self.passes)
         return data
 
     @classmethod
@@ -204,4 +209,5 @@ class Table:
             rules=rules,
             graph_inputs=data.get("graph_inputs"),
             input_sharing=data.get("input_sharing"),
+            passes=tuple(data.get("transform_for_annotation") or ()),
         )

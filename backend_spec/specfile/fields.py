@@ -221,8 +221,9 @@ PT2E_PATTERN_FIELDS: tuple[str, ...] = (
 
 #: The pt2e keys of the whole spec (no torch field; version 5): ``graph_inputs``, the dtype
 #: config whose activation observer every float graph input (placeholder) gets, and
-#: ``input_sharing``, when an input reuses its producer's output observer.
-PT2E_BACKEND_FIELDS: tuple[str, ...] = ("graph_inputs", "input_sharing")
+#: ``input_sharing``, when an input reuses its producer's output observer; and (version 8)
+#: ``transform_for_annotation``, the graph passes run before annotating.
+PT2E_BACKEND_FIELDS: tuple[str, ...] = ("graph_inputs", "input_sharing", "transform_for_annotation")
 
 #: ``input_sharing`` values: ``dtype`` (FX: an input reuses its producer's output observer
 #: whenever their dtypes agree) or ``qspec`` (torchao with a hand-written quantizer: only when

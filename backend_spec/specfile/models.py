@@ -52,6 +52,9 @@ _V6 = {"x-since": 6}
 _V7 = {"x-since": 7}
 _V8 = {"x-since": 8}
 
+#: The most passes a ``transform_for_annotation`` pipeline (version 8) lists.
+MAX_PASSES = 16
+
 #: An ATen argument name a ``when`` condition tests (``min_val``), and the most it may test.
 ARGUMENT_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,63}(\.shape\.[0-7])?$"
 #: What marks a ``when`` condition on a tensor argument's size (version 8: ``weight.shape.1``).
@@ -816,7 +819,21 @@ class SpecModel(_Strict):
         json_schema_extra=_V5,
     )
 
-    _not_null = field_validator("graph_inputs", "input_sharing", mode="before")(refuse_null)
+    transform_for_annotation: list[FunctionRef] = Field(  # type: ignore[assignment]
+        None,
+        min_length=1,
+        max_length=MAX_PASSES,
+        description="pt2e (version 8): the graph passes the quantizer runs before annotating, "
+        "in order: each a function of an allowed module that takes the exported GraphModule "
+        "and returns it (a name, or {call: factory, args: [...]} whose result is that "
+        "function); entries then match the graph the passes produce (Arm's TOSA quantizer "
+        "decomposes ops first).",
+        json_schema_extra=_V8,
+    )
+
+    _not_null = field_validator(
+        "graph_inputs", "input_sharing", "transform_for_annotation", mode="before"
+    )(refuse_null)
 
     # Error recovery (set by spec.validate): the entries that validated keep their index in
     # the file, and what was set aside is remembered so that no follow-up error is reported

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from backend_spec.cli.common import (
+    allowed,
     check_output_path,
     load_ref,
     output_format,
@@ -84,7 +85,8 @@ def export_command(
         raise fail_usage(str(exc)) from None
     if factory is not None:
         chosen_name = backend_name or name_from_ref(name)
-        _export_quantizer(factory, chosen_name, fmt, models, output, schema_ref, held, qat)
+        trusted = allowed(allow_import)
+        _export_quantizer(factory, chosen_name, fmt, models, output, schema_ref, held, qat, trusted)
         return
     _note_held(held, name)
     check_output_path(output)
@@ -127,10 +129,13 @@ def _export_quantizer(
     schema_ref: str | None,
     held: HeldBack,
     qat: bool,
+    allow_imports: list[str],
 ) -> None:
     """Probe, infer and verify; write the spec only when every model and probe matched. What
     the quantizer itself prints meanwhile is held back (``render.foreign``). ``qat`` forces
-    the QAT flow; otherwise export chooses it for a quantizer of fake-quantizes only."""
+    the QAT flow; otherwise export chooses it for a quantizer of fake-quantizes only.
+    ``allow_imports``: the modules whose graph passes may stand for the quantizer's
+    ``transform_for_annotation`` (spec_version 8)."""
     from backend_spec.cli.render.quantizer_export import (
         render_crash,
         render_refusal,
@@ -141,7 +146,12 @@ def _export_quantizer(
     try:
         with held_back(held):
             result = export_quantizer(
-                factory, name=name, fmt=fmt, probe_models=models, qat=True if qat else None
+                factory,
+                name=name,
+                fmt=fmt,
+                probe_models=models,
+                qat=True if qat else None,
+                allow_imports=allow_imports,
             )
     except ValueError as exc:
         raise fail_usage(str(exc)) from None

@@ -20,7 +20,18 @@ def render_summary(result: Any) -> str:
         f"{len(result.probes)} probes quantize identically{flow} (placement, qparams, "
         "outputs)\n"
     )
-    return text + render_left_out(result)
+    return text + render_pipeline(result) + render_left_out(result)
+
+
+def render_pipeline(result: Any) -> str:
+    """Which allow-listed pass the spec runs as the quantizer's ``transform_for_annotation``
+    (spec_version 8), if one reproduced it."""
+    if not getattr(result, "pipeline", ""):
+        return ""
+    return (
+        f"note: {escape(result.pipeline)} rewrites the graph as the quantizer's "
+        "transform_for_annotation does: the spec runs it (transform_for_annotation)\n"
+    )
 
 
 def render_left_out(result: Any) -> str:
@@ -76,5 +87,7 @@ def render_refusal(result: Any) -> str:
             lines.append(f"  {escape(op)}: {escape('; '.join(dict.fromkeys(what)))}")
     if result.left_out:
         lines.append(render_left_out(result).rstrip("\n"))
+    if getattr(result, "pipeline", ""):
+        lines.append(render_pipeline(result).rstrip("\n"))
     lines.append("nothing was written")
     return "\n".join(lines) + "\n"

@@ -144,7 +144,7 @@ KEY_TABLES = {
 #: Keys of the pt2e flow only (FX ignores them): left out of their model's table, each has a
 #: section of its own with a one-row table (``<!-- keys: pattern.aten -->``).
 PT2E_KEYS = {
-    "spec": ("graph_inputs", "input_sharing"),
+    "spec": ("graph_inputs", "input_sharing", "transform_for_annotation"),
     "pattern": PT2E_PATTERN_FIELDS,
 }
 

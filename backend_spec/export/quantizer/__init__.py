@@ -53,6 +53,9 @@ class QuantizerExport:
     #: Why a spec that matched everywhere is still not verified (the probes did not exercise
     #: what the quantizer quantizes): a matched empty spec, ops declared but never probed.
     unverified: list[str] = field(default_factory=list)
+    #: The allow-listed pass that reproduced the quantizer's transform_for_annotation (its
+    #: label), which the spec runs (spec_version 8); "" when none did.
+    pipeline: str = ""
 
     @property
     def matched(self) -> int:
@@ -104,16 +107,21 @@ def export_quantizer(
     fmt: str = "yaml",
     probe_models: Iterable[tuple[str, Any, tuple]] = (),
     qat: bool | None = None,
+    allow_imports: Iterable[str] = (),
 ) -> QuantizerExport:
     """Probe, infer, write and verify; see the module docstring.
 
     ``probe_models`` are ``(label, model, example_inputs)`` added to the verification set.
     ``qat``: verify in the QAT flow (``prepare_qat_pt2e`` on models in training mode, the
     spec's ``quantizer(qat=True)``); ``None`` chooses it when every qspec the quantizer wrote
-    on the probes is a fake-quantize (a QAT config), else the PTQ flow."""
+    on the probes is a fake-quantize (a QAT config), else the PTQ flow.
+    ``allow_imports``: the caller's trusted modules; when the quantizer's
+    ``transform_for_annotation`` rewrites the graph, a pass of theirs (:func:`pass_candidates`)
+    that rewrites it the same way becomes the spec's ``transform_for_annotation``
+    (spec_version 8), and the spec is inferred on the graph it produces."""
     if qat is None:
         qat = _fake_quants_only(factory())
-    flow = _Flow(factory, name, fmt, qat=qat)
+    flow = _Flow(factory, name, fmt, qat=qat, allow_imports=tuple(allow_imports))
     flow.probe()
     return flow.verify(list(probe_models))
 
@@ -188,8 +196,16 @@ def _annotates_fake_quants_only(quantizer: Any) -> bool:
 class _Flow:
     """One export in one flow (PTQ or QAT): :meth:`probe`, then :meth:`verify`."""
 
-    def __init__(self, factory: Callable[[], Any], name: str, fmt: str, qat: bool) -> None:
+    def __init__(
+        self,
+        factory: Callable[[], Any],
+        name: str,
+        fmt: str,
+        qat: bool,
+        allow_imports: tuple[str, ...] = (),
+    ) -> None:
         self.factory, self.name, self.fmt, self.qat = factory, name, fmt, qat
+        self.allow_imports = allow_imports
         self.suite, self.branches, self.unit_names, self.inputs = probe_suite(qat)
         # The verification models are converted; the probes are compared as prepared.
         self.models = {i for i, branch in enumerate(self.branches) if branch.unit is None}
@@ -199,7 +215,8 @@ class _Flow:
         """Run the original on the suite and record its annotations."""
         from backend_spec.export.quantizer import probe
 
-        self.recorder = probe.recording(self.factory())
+        candidates = pass_candidates(self.allow_imports)
+        self.recorder = probe.recording(self.factory(), candidates)
         self.original = run(self.suite, self.recorder, self.inputs, self.models, self.qat)
         if self.original.error:
             self.suite, self.dropped = _without_failing(
@@ -210,7 +227,7 @@ class _Flow:
                 self.original.error,
                 self.qat,
             )
-            self.recorder = probe.recording(self.factory())
+            self.recorder = probe.recording(self.factory(), candidates)
             self.original = run(self.suite, self.recorder, self.inputs, self.models, self.qat)
             if self.original.error:
                 raise ValueError(f"the quantizer fails on the probe suite: {self.original.error}")
@@ -263,10 +280,21 @@ class _Flow:
         from backend_spec.export import dump
 
         branches, fmt, name = self.branches, self.fmt, self.name
-        inferred = infer(self.probed, self.unit_names, name, self.recorder.graph_inputs)
-        inferred.gaps += rewrite_gaps(self.recorder.rewritten)
+        pipeline = self.recorder.pipeline
+        inferred = infer(
+            self.probed,
+            self.unit_names,
+            name,
+            self.recorder.graph_inputs,
+            rewritten=pipeline is not None,
+        )
+        if pipeline is None:
+            inferred.gaps += rewrite_gaps(self.recorder.rewritten)
+        else:  # the caller's pass rewrites the graph as the quantizer does: the spec runs it
+            inferred.backend_config = _with_passes(inferred.backend_config, pipeline[1])
         text = dump(inferred.backend_config, fmt, name=name)
         result = QuantizerExport(text, inferred, qat=self.qat)
+        result.pipeline = pipeline[0] if pipeline is not None else ""
         result.left_out = [branches[index].label for index in sorted(self.dropped)]
         candidate, spec_run, compared = self.check(text)
         if spec_run.error:
@@ -312,11 +340,14 @@ class _Flow:
 
     def check(self, text: str) -> tuple[Callable[[], Any], Any, list[BranchResult]]:
         """The spec quantizer of ``text``, its run on the suite, and each branch compared."""
-        candidate = _spec_quantizer(text, self.fmt, self.qat)
+        candidate = _spec_quantizer(text, self.fmt, self.qat, self.allow_imports)
         spec_run = run(self.suite, candidate(), self.inputs, self.models, self.qat)
         labels = [branch.label for branch in self.branches]
+        where = self.recorder.where
         compared = (
-            [] if spec_run.error else compare_runs(self.suite, labels, self.original, spec_run)
+            []
+            if spec_run.error
+            else compare_runs(self.suite, labels, self.original, spec_run, where)
         )
         return candidate, spec_run, compared
 
@@ -508,15 +539,76 @@ def _with_input_sharing(inferred: Inferred, fmt: str, name: str) -> str | None:
     return dump(lower(replace(backend, input_sharing="qspec")), fmt, name=name)
 
 
-def _spec_quantizer(text: str, fmt: str, qat: bool = False) -> Callable[[], Any]:
+def _spec_quantizer(
+    text: str, fmt: str, qat: bool = False, allow_imports: tuple[str, ...] = ()
+) -> Callable[[], Any]:
     """A factory of the quantizer of ``text`` as a spec file loads it (the file round-trips)."""
     import backend_spec
 
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / f"spec.{fmt}"
         path.write_text(text, encoding="utf-8")
-        backend_config = backend_spec.load(path)
+        backend_config = backend_spec.load(path, allow_imports=list(allow_imports))
     return functools.partial(backend_spec.quantizer, backend_config, qat=qat)
+
+
+def _with_passes(backend_config: Any, graph_pass: Callable[[Any], Any]) -> Any:
+    """``backend_config`` whose spec runs ``graph_pass`` before annotating (version 8)."""
+    from backend_spec.ir import FunctionRef
+    from backend_spec.ir.lower import backend_of, lower
+
+    backend = backend_of(backend_config)
+    return lower(replace(backend, transform_for_annotation=(FunctionRef.of(graph_pass),)))
+
+
+#: How many module-level objects :func:`pass_candidates` looks at per allowed module.
+_MAX_CANDIDATE_OBJECTS = 2000
+
+
+def pass_candidates(allow_imports: Iterable[str]) -> tuple[tuple[str, Any], ...]:
+    """The graph passes the caller's allowed modules offer: module-level callables (functions,
+    or the closures of a factory bound to a module name) defined there whose one required
+    parameter is annotated ``GraphModule``. Only modules the caller trusts are imported, and
+    only functions that declare a GraphModule parameter are ever called with one."""
+    import importlib
+
+    from backend_spec.names.resolver import defining_module
+    from backend_spec.names.vocabulary import inside
+
+    allowed = tuple(allow_imports)
+    found: list[tuple[str, Any]] = []
+    for module_name in allowed:
+        try:
+            module = importlib.import_module(module_name)
+        except Exception:  # noqa: BLE001 - a module that does not import offers nothing
+            continue
+        for attr, obj in list(vars(module).items())[:_MAX_CANDIDATE_OBJECTS]:
+            if attr.startswith("_") or isinstance(obj, type) or not callable(obj):
+                continue
+            if not inside(defining_module(obj) or "", allowed) or not _takes_a_graph(obj):
+                continue
+            found.append((f"{module_name}.{attr}", obj))
+    return tuple(found)
+
+
+def _takes_a_graph(function: Any) -> bool:
+    """Whether ``function`` has exactly one required parameter, annotated ``GraphModule``."""
+    import inspect
+
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    required = [
+        p
+        for p in parameters
+        if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    if len(required) != 1:
+        return False
+    annotation = required[0].annotation
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+    return text.split(".")[-1] == "GraphModule"
 
 
 @functools.cache

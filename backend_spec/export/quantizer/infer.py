@@ -104,10 +104,16 @@ def infer(
     unit_names: dict[str, tuple[str, ...]],
     name: str,
     graph_inputs: Sequence[dict[str, Any] | None] = (),
+    rewritten: bool = False,
 ) -> Inferred:
     """A BackendConfig from :func:`.probe.probe`'s results (``unit_names``: key -> op names;
-    ``graph_inputs``: the output qspec the quantizer gave each float graph input)."""
+    ``graph_inputs``: the output qspec the quantizer gave each float graph input;
+    ``rewritten``: the probes were read on the graph a spec's ``transform_for_annotation``
+    passes produce, so a unit whose op the passes replaced says nothing of its own: the ops
+    they made are probed as units of their own)."""
     builder = _Builder(name, _common_activation(probed))
+    builder.rewritten = rewritten
+    builder.unit_keys = {key for key in unit_names if "@" not in key}
     builder.graph_inputs(list(graph_inputs))
     builder.upstream = _upstream_readers(probed)
     builder.own_with_a_scalar = _own_with_a_scalar(probed)
@@ -161,6 +167,11 @@ class _Builder:
         self.outranking = False
         #: Ops a quantizer claims but leaves float, which a ``quantizable`` consumer test needs.
         self.float_ops: set[str] = set()
+        #: Whether the probes were read after graph passes (version 8).
+        self.rewritten = False
+        #: The probed units' keys (an op the passes made is read off them only when no unit
+        #: probes it).
+        self.unit_keys: set[str] = set()
 
     def result(self) -> Inferred:
         """The entries, longer chains first (readable; the pt2e runtime sorts them anyway)."""
@@ -236,6 +247,11 @@ class _Builder:
         for chosen in annotated if not any_spelling else [name]:
             context, ops = found[chosen]
             op = ops[0]
+            if self.rewritten and op["target"] != key.split("@")[0]:
+                # The passes replaced the op: its replacements' own units say them, and those
+                # no unit probes (a softmax becomes amax, sub, exp, sum...) are read here.
+                self.introduced(ops)
+                continue
             if context != "alone" and _fused_with_producer(probed, spelled[chosen], context):
                 # The producer's pattern took the op in (linear + relu): after any other
                 # quantized producer the quantizer propagates the producer's qspec.
@@ -296,6 +312,14 @@ class _Builder:
         length, priority, config, label = self.configs[-1]
         aten = ((tuple(_alternatives(target)),),)
         self.configs[-1] = (length, priority, replace(config, aten=aten), label)
+
+    def introduced(self, ops: list[dict[str, Any]]) -> None:
+        """An entry, named by its ATen op, for each annotated op of a unit that the graph
+        passes made and that no unit probes by itself (version 8)."""
+        for op in ops:
+            target = op["target"]
+            if target not in self.unit_keys and annotated([op]):
+                self.add([target], [target], op, op, {})
 
     def fusion(
         self, key: str, names: tuple[str, ...], probed: dict[str, Any], spelled: str | None

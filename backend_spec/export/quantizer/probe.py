@@ -562,11 +562,15 @@ def branch_of(node: Any) -> tuple[int, str] | None:
     return found
 
 
-def recording(quantizer: Any) -> Any:
+def recording(quantizer: Any, candidates: tuple[tuple[str, Any], ...] = ()) -> Any:
     """``quantizer`` wrapped so that its annotations are read right after ``annotate`` (inside
     ``prepare_pt2e``, before observers rewrite the graph): ``.snapshot`` holds
     :func:`read_annotations`'s result, and ``.rewritten`` the ops whose node count the
-    quantizer's ``transform_for_annotation`` changed (decompositions a spec cannot do)."""
+    quantizer's ``transform_for_annotation`` changed. When it changed the graph, each of the
+    ``candidates`` (label, pass: the caller's allow-listed pipelines) runs on a copy of the
+    same graph, and the first whose result is the same graph is ``.pipeline``: a spec can
+    then name it (spec_version 8). ``.where`` maps the transformed graph's nodes to their
+    suite branch and op (the verifier compares the nodes the passes made too)."""
     from torchao.quantization.pt2e.quantizer import Quantizer
 
     class Recording(Quantizer):
@@ -577,15 +581,28 @@ def recording(quantizer: Any) -> Any:
             self.rewritten: dict[str, tuple[int, int]] = {}
             #: The output qspec of each float graph input (None: not annotated).
             self.graph_inputs: list[dict[str, Any] | None] = []
+            #: The candidate pass that rewrites the graph as the quantizer does, if any.
+            self.pipeline: tuple[str, Any] | None = None
+            #: Node name -> (branch, ATen op) in the graph the quantizer annotated.
+            self.where: dict[str, tuple[int, str]] = {}
 
         def transform_for_annotation(self, model: Any) -> Any:
             before = op_counts(model.graph)
+            original = copy.deepcopy(model) if candidates else None
             result = quantizer.transform_for_annotation(model)
             after = op_counts(result.graph)
             self.rewritten = {
                 op: (before.get(op, 0), after.get(op, 0))
                 for op in sorted(before.keys() | after.keys())
                 if before.get(op, 0) != after.get(op, 0)
+            }
+            # Any change (QNN lifts scalar operands into constants: no op count moves).
+            if original is not None and graph_shape(original.graph) != graph_shape(result.graph):
+                self.pipeline = matching_pass(original, result, candidates)
+            self.where = {
+                node.name: (found[0], str(node.target))
+                for node in result.graph.nodes
+                if node.op == "call_function" and (found := branch_of(node)) is not None
             }
             return result
 
@@ -602,6 +619,42 @@ def recording(quantizer: Any) -> Any:
             quantizer.prepare_obs_or_fq_callback(model, edge_or_node_to_obs_or_fq)
 
     return Recording()
+
+
+def matching_pass(
+    original: Any, transformed: Any, candidates: tuple[tuple[str, Any], ...]
+) -> tuple[str, Any] | None:
+    """The first candidate (label, pass) that turns a copy of ``original`` into the same graph
+    as ``transformed`` (:func:`graph_shape`); a candidate that raises is no match."""
+    wanted = graph_shape(transformed.graph)
+    for label, graph_pass in candidates:
+        try:
+            with quiet():
+                made = graph_pass(copy.deepcopy(original))
+            if graph_shape(made.graph) == wanted:
+                return label, graph_pass
+        except Exception:  # noqa: BLE001 - the caller's function, tried on a graph: no match
+            continue
+    return None
+
+
+def graph_shape(graph: Any) -> list[tuple]:
+    """A graph as plain data: each node's kind, target and arguments (other nodes by their
+    position), so that two graphs built alike compare equal whatever their node names."""
+    index = {node: i for i, node in enumerate(graph.nodes)}
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, torch.fx.Node):
+            return ("node", index.get(value, -1))
+        if isinstance(value, (list, tuple)):
+            return tuple(plain(v) for v in value)
+        if isinstance(value, dict):
+            return tuple(sorted((k, plain(v)) for k, v in value.items()))
+        return repr(value)
+
+    return [
+        (node.op, str(node.target), plain(node.args), plain(node.kwargs)) for node in graph.nodes
+    ]
 
 
 def op_counts(graph: Any) -> dict[str, int]:

@@ -270,13 +270,21 @@ def _named_constants(found: dict[str, list[tuple]], exported: Any) -> dict[str, 
     }
 
 
-def compare_runs(exported: Any, labels: list[str], first: Run, second: Run) -> list[BranchResult]:
-    """Per branch of the suite: the nodes whose placement or qparams differ, grouped by op."""
+def compare_runs(
+    exported: Any,
+    labels: list[str],
+    first: Run,
+    second: Run,
+    transformed: dict[str, tuple[int, str]] | None = None,
+) -> list[BranchResult]:
+    """Per branch of the suite: the nodes whose placement or qparams differ, grouped by op.
+    ``transformed``: node -> (branch, op) of the graph both quantizers annotated, when their
+    ``transform_for_annotation`` passes made nodes the exported suite does not have."""
     from backend_spec.export.quantizer.probe import branch_of
     from backend_spec.pt2e.compare import placement_differences
 
     results = [BranchResult(label) for label in labels]
-    where = {}
+    where = dict(transformed or {})
     for node in exported.graph.nodes:
         found = branch_of(node) if node.op == "call_function" else None
         if found is not None:

@@ -16,7 +16,8 @@ patterns:
 should match (version 2): `aten: [[aten.clone.default]]`.
 
 **Only where pt2e is in play.** A file that uses no pt2e key (`aten`, `quantize`, the version
-3 to 7 entry keys, `graph_inputs`, `input_sharing`; its `extends` base counts) is taken to be
+3 to 7 entry keys, `graph_inputs`, `input_sharing`, `transform_for_annotation`; its
+`extends` base counts) is taken to be
 for FX: its notes come as one line that counts them and names the first few. The notes are
 listed one per entry when the file uses a pt2e key, or when the rule is selected by name
 (`--select BS701`, or `select` in `[tool.bespec.lint]`).
@@ -86,6 +87,7 @@ def uses_pt2e(context: LintContext) -> bool:
     return (
         spec.graph_inputs is not None
         or spec.input_sharing is not None
+        or spec.transform_for_annotation is not None
         or any(
             getattr(entry.model, key, None) is not None
             for entry in context.entries
