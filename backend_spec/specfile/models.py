@@ -50,10 +50,13 @@ _V4 = {"x-since": 4}
 _V5 = {"x-since": 5}
 _V6 = {"x-since": 6}
 _V7 = {"x-since": 7}
+_V8 = {"x-since": 8}
 
 #: An ATen argument name a ``when`` condition tests (``min_val``), and the most it may test.
 ARGUMENT_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 MAX_CONDITIONS = 8
+#: The last ``annotation_stage`` (version 8): a quantizer's annotation passes, counted from 0.
+MAX_ANNOTATION_STAGE = 63
 
 OBSERVATION_TYPES = (
     "output_use_different_observer_as_input",
@@ -684,6 +687,19 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
         max_length=MAX_CONDITIONS,
     )
 
+    annotation_stage: int = Field(  # type: ignore[assignment]  # None: unset; null is refused
+        None,
+        description="pt2e (version 8): the annotation pass the entry belongs to, 0 (default) "
+        "to 63: entries annotate stage by stage, in graph order within a stage, so a "
+        "condition on a producer (quantize: if_input_quantized, input_observer: upstream_only) "
+        "sees only producers annotated in an earlier stage or earlier in graph order in this "
+        "one (LiteRT's annotators run op by op, its pool after conv and linear only).",
+        json_schema_extra=_V8,
+        ge=0,
+        le=MAX_ANNOTATION_STAGE,
+        strict=True,
+    )
+
     _not_null = field_validator(*PT2E_PATTERN_FIELDS, mode="before")(refuse_null)
 
     @model_validator(mode="after")
@@ -735,10 +751,10 @@ class SpecModel(_Strict):
         json_schema_extra={"patternProperties": {"^x-": {}}},
     )
 
-    spec_version: Literal[1, 2, 3, 4, 5, 6, 7] = Field(
+    spec_version: Literal[1, 2, 3, 4, 5, 6, 7, 8] = Field(
         1,
-        description="The format version: 1 (default), 2, 3, 4, 5, 6 or 7 for the keys marked "
-        "x-since 2 / 3 / 4 / 5 / 6 / 7.",
+        description="The format version: 1 (default), 2, 3, 4, 5, 6, 7 or 8 for the keys "
+        "marked x-since 2 / 3 / 4 / 5 / 6 / 7 / 8.",
     )
 
     @field_validator("spec_version", mode="before")
