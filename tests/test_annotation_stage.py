@@ -78,3 +78,29 @@ def test_the_staged_spec_annotates_as_the_passes_and_the_unstaged_one_in_graph_o
 ):
     assert _differences(_spec(tmp_path, staged=True), layers) == []
     assert bool(_differences(_spec(tmp_path, staged=False), layers)) == order_matters
+
+
+POOL, CONV, HARDTANH, MUL = (
+    "aten.max_pool2d.default",
+    "aten.conv2d.default",
+    "aten.hardtanh.default",
+    "aten.mul.Tensor",
+)
+
+#: Order probes ``[producer, op, op annotated after it]`` -> the stages export writes.
+STAGE_CASES = {
+    "graph_order_agrees": ([[CONV, POOL, True], [HARDTANH, POOL, True]], {}),
+    "litert_pool": (
+        [[CONV, POOL, True], [HARDTANH, POOL, False], [MUL, POOL, False], [POOL, HARDTANH, True]],
+        {POOL: 1, HARDTANH: 2, MUL: 2},
+    ),
+    "contradictory": ([[CONV, POOL, False], [POOL, CONV, False]], {}),
+    "no_probe": ([], {}),
+}
+
+
+@pytest.mark.parametrize(("orders", "stages"), STAGE_CASES.values(), ids=STAGE_CASES.keys())
+def test_export_places_each_op_in_a_stage_only_when_graph_order_disagrees(orders, stages):
+    from backend_spec.export.quantizer.infer import annotation_stages
+
+    assert annotation_stages(orders) == stages
