@@ -311,8 +311,10 @@ class _Flow:
         recorder = probe.recording(self.factory())
         if run(suite, recorder, tuple(parts.inputs), set(), self.qat).error:
             return None
-        probed = {**self.probed, "order": probe.orders(recorder.snapshot, parts.branches)}
-        inferred = infer(probed, self.unit_names, self.name, self.recorder.graph_inputs, True)
+        orders = probe.orders(recorder.snapshot, parts.branches)
+        inferred = infer(
+            self.probed, self.unit_names, self.name, self.recorder.graph_inputs, orders
+        )
         if not any(dict(e.policy).get("annotation_stage") for e in _entries(inferred)):
             return None
         staged = dump(inferred.backend_config, self.fmt, name=self.name)

@@ -105,14 +105,13 @@ def infer(
     unit_names: dict[str, tuple[str, ...]],
     name: str,
     graph_inputs: Sequence[dict[str, Any] | None] = (),
-    staged: bool = False,
+    orders: list[list[Any]] | None = None,
 ) -> Inferred:
     """A BackendConfig from :func:`.probe.probe`'s results (``unit_names``: key -> op names;
-    ``graph_inputs``: the output qspec the quantizer gave each float graph input; ``staged``:
-    with the ``annotation_stage`` of each op the ``order`` probes place, if any)."""
+    ``graph_inputs``: the output qspec the quantizer gave each float graph input; ``orders``:
+    the order probes' results, :func:`.probe.orders`, placing ops in annotation stages)."""
     builder = _Builder(name, _common_activation(probed))
-    if staged:
-        builder.stages = annotation_stages(probed.get("order") or [])
+    builder.stages = annotation_stages(orders or [])
     builder.graph_inputs(list(graph_inputs))
     builder.upstream = _upstream_readers(probed)
     builder.own_with_a_scalar = _own_with_a_scalar(probed)
