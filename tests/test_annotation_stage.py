@@ -92,9 +92,17 @@ STAGE_CASES = {
     "graph_order_agrees": ([[CONV, POOL, True], [HARDTANH, POOL, True]], {}),
     "litert_pool": (
         [[CONV, POOL, True], [HARDTANH, POOL, False], [MUL, POOL, False], [POOL, HARDTANH, True]],
-        {POOL: 1, HARDTANH: 2, MUL: 2},
+        {HARDTANH: 1, MUL: 1},
+    ),
+    "one_pass_in_graph_order_both_ways": (
+        [[MUL, HARDTANH, True], [HARDTANH, MUL, True], [HARDTANH, POOL, False]],
+        {HARDTANH: 1, MUL: 1},
     ),
     "contradictory": ([[CONV, POOL, False], [POOL, CONV, False]], {}),
+    "float_after_decides_a_contradiction": (
+        [[HARDTANH, POOL, False], [MUL, HARDTANH, False], [POOL, MUL, True]],
+        {HARDTANH: 1, MUL: 2},
+    ),
     "no_probe": ([], {}),
 }
 

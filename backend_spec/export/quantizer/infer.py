@@ -678,24 +678,35 @@ def order_pairs(probed: dict[str, Any]) -> list[tuple[str, str]]:
 
 def annotation_stages(orders: list[list[Any]]) -> dict[str, int]:
     """ATen op -> ``annotation_stage`` from the order probes (``[producer, op, annotated]``):
-    an op annotated after a producer is in a later stage than it, one left float in an
-    earlier one. Empty when graph order already agrees with every probe (no op was left float
-    after an annotated producer) or when the probes contradict any order (a cycle)."""
-    edges = {(p, c) if seen else (c, p) for p, c, seen in orders}
+    an op annotated after a producer is in its stage or a later one (one pass annotates in
+    graph order: propagated ops both ways), an op left float after it in an earlier stage.
+    Each op gets the lowest stage these allow; when they contradict each other (an op that
+    would have to come before itself), the ops left float alone decide. Empty when graph
+    order already agrees with every probe, or when even those contradict each other."""
     if all(seen for _p, _c, seen in orders):
         return {}
-    nodes = {n for edge in edges for n in edge}
+    # (earlier, later, how many stages apart at least)
+    edges = {(p, c, 0) if seen else (c, p, 1) for p, c, seen in orders}
+    found = _layers(edges)
+    if found is None:
+        found = _layers({edge for edge in edges if edge[2]})
+    return found or {}
+
+
+def _layers(edges: set[tuple[str, str, int]]) -> dict[str, int] | None:
+    """The lowest stages meeting every ``(earlier, later, gap)``; None if none do."""
+    nodes = {n for first, then, _gap in edges for n in (first, then)}
     stages = dict.fromkeys(nodes, 0)
     for _ in range(len(nodes) + 1):
         changed = False
-        for first, then in edges:
-            if stages[then] <= stages[first]:
-                stages[then], changed = stages[first] + 1, True
-        if not changed and max(stages.values()) <= MAX_ANNOTATION_STAGE:
-            return {key: stage for key, stage in stages.items() if stage}
+        for first, then, gap in edges:
+            if stages[then] < stages[first] + gap:
+                stages[then], changed = stages[first] + gap, True
         if not changed:
             break
-    return {}
+    if changed or max(stages.values(), default=0) > MAX_ANNOTATION_STAGE:
+        return None
+    return {key: stage for key, stage in stages.items() if stage}
 
 
 def _borrows_input(targets: list[str], output: dict[str, Any] | None) -> bool:
