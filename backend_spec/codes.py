@@ -446,6 +446,13 @@ SHARED_OBSERVER_FLOAT_INPUT = _register(
     "An op sharing one observer across its inputs (cat, add) can read an op the spec leaves "
     "float, which convert_fx's lowering may then run on quantized tensors.",
 )
+INERT_ANNOTATION_STAGE = _register(
+    "BS541",
+    "inert-annotation-stage",
+    W,
+    "An `annotation_stage` (version 8) that cannot change what is annotated: no entry of the "
+    "spec has a condition on its producer, or every entry is in one stage.",
+)
 UNMEETABLE_CONDITION = _register(
     "BS545",
     "unmeetable-condition",

@@ -166,6 +166,7 @@ V2_CASES = {
     "when": ("    dtype_configs: [act]", "{min_val: 0}", "{min_val: 1}"),
     # version 8
     "customized_qrange": ("input_dtype: {dtype: quint8", "false", "true"),
+    "annotation_stage": ("    dtype_configs: [act]", "2", "1"),
 }
 
 

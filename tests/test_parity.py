@@ -156,8 +156,9 @@ def test_policy_values_are_the_formats() -> None:
     from backend_spec.pt2e.table import POLICY_VALUES
     from backend_spec.specfile.models import PatternModel
 
-    # ``when`` (version 7) is the one policy key whose value is a mapping, not a word
-    assert (*POLICY_VALUES, "when") == POLICY_KEYS
+    # ``when`` (version 7) is the one policy key whose value is a mapping, and
+    # ``annotation_stage`` (version 8) the one that is a number, not a word
+    assert (*POLICY_VALUES, "when", "annotation_stage") == POLICY_KEYS
     for key, values in POLICY_VALUES.items():
         # a plain Literal: null is refused (BS217), not read as "absent"
         literal = PatternModel.model_fields[key].annotation

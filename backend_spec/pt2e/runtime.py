@@ -547,7 +547,8 @@ def _argument_names(node: torch.fx.Node) -> list[str]:
 
 
 class _Annotator:
-    """Writes ``quantization_annotation`` on matched nodes, in forward order, like prepare_fx."""
+    """Writes ``quantization_annotation`` on matched nodes, in forward order, like prepare_fx
+    (stage by stage when rules have an ``annotation_stage``, as a quantizer's passes)."""
 
     def __init__(self, quantizer: TableQuantizer) -> None:
         self.quantizer = quantizer
@@ -566,7 +567,9 @@ class _Annotator:
 
     def run(self, graph: torch.fx.Graph, matches: list[Match]) -> None:
         self.annotate_graph_inputs(graph)
-        for match in matches:
+        # ``annotation_stage`` (spec_version 8): stage by stage; the sort is stable, so each
+        # stage keeps graph order (``matches`` is in forward order).
+        for match in sorted(matches, key=lambda match: match.rule.policy.annotation_stage):
             for node in match.nodes:
                 node.meta["quantization_annotation"] = QuantizationAnnotation(_annotated=True)
             self.annotate(match)

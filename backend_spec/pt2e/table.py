@@ -62,6 +62,11 @@ class Policy:
       value)`` pairs: the rule matches only where every op of its chain whose schema has the
       argument was called with that value (a default counts), and some op has it
       (EnnQuantizer fuses conv + hardtanh only when ``min_val == 0``).
+    * ``annotation_stage``: ``0``, or (spec_version 8) the annotation pass of the rule: the
+      runtime annotates its matches stage by stage, each stage in graph order, so a
+      ``quantize`` condition or an ``upstream_only`` input sees only producers of earlier
+      stages and earlier nodes of its own (LiteRT's per-op annotators, run in a fixed order).
+      Matching is not staged: which rule claims which nodes is decided first, as before.
     """
 
     quantize: str = "always"
@@ -75,6 +80,7 @@ class Policy:
     input_observer: str = "own"
     producers: str = "split"
     when: tuple[tuple[str, Any], ...] = ()
+    annotation_stage: int = 0
 
 
 #: Every policy key with its allowed values, the default first (the spec format's source too).
@@ -126,8 +132,10 @@ class Rule:
             for k, v in asdict(self.policy).items()
             if k in POLICY_VALUES and v != POLICY_VALUES[k][0]
         }
-        if self.policy.when:  # the one policy key that is not a word: a mapping
+        if self.policy.when:  # the policy keys that are not words: a mapping, a number
             data["policy"]["when"] = dict(self.policy.when)
+        if self.policy.annotation_stage:
+            data["policy"]["annotation_stage"] = self.policy.annotation_stage
         return data
 
     @classmethod

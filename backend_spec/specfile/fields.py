@@ -203,7 +203,8 @@ OBSERVER_FIELDS: tuple[str, ...] = (
 
 #: The pt2e keys of a pattern entry (no torch field): ``aten`` and ``quantize`` (version 2),
 #: then the version 3 policy keys, then the version 4 ``bias_qspec``, then the version 5
-#: ``input_observer`` and ``producers``, then the version 7 ``when`` (argument conditions).
+#: ``input_observer`` and ``producers``, then the version 7 ``when`` (argument conditions),
+#: then the version 8 ``annotation_stage`` (the order in which entries annotate).
 PT2E_PATTERN_FIELDS: tuple[str, ...] = (
     "aten",
     "quantize",
@@ -217,6 +218,7 @@ PT2E_PATTERN_FIELDS: tuple[str, ...] = (
     "input_observer",
     "producers",
     "when",
+    "annotation_stage",
 )
 
 #: The pt2e keys of the whole spec (no torch field; version 5): ``graph_inputs``, the dtype

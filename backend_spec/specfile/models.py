@@ -60,6 +60,8 @@ ARGUMENT_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,63}(\.shape\.[0-7])?$"
 #: What marks a ``when`` condition on a tensor argument's size (version 8: ``weight.shape.1``).
 SHAPE_CONDITION = ".shape."
 MAX_CONDITIONS = 8
+#: The last ``annotation_stage`` (version 8): a quantizer's annotation passes, counted from 0.
+MAX_ANNOTATION_STAGE = 63
 
 OBSERVATION_TYPES = (
     "output_use_different_observer_as_input",
@@ -717,6 +719,19 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
         json_schema_extra={**_V7, "additionalProperties": False},
         min_length=1,
         max_length=MAX_CONDITIONS,
+    )
+
+    annotation_stage: int = Field(  # type: ignore[assignment]  # None: unset; null is refused
+        None,
+        description="pt2e (version 8): the annotation pass the entry belongs to, 0 (default) "
+        "to 63: entries annotate stage by stage, in graph order within a stage, so a "
+        "condition on a producer (quantize: if_input_quantized, input_observer: upstream_only) "
+        "sees only producers annotated in an earlier stage or earlier in graph order in this "
+        "one (LiteRT's annotators run op by op, its pool after conv and linear only).",
+        json_schema_extra=_V8,
+        ge=0,
+        le=MAX_ANNOTATION_STAGE,
+        strict=True,
     )
 
     _not_null = field_validator(*PT2E_PATTERN_FIELDS, mode="before")(refuse_null)

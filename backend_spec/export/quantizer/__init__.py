@@ -313,6 +313,13 @@ class _Flow:
                 if not tried[1].error and _differing(tried[2]) < _differing(compared):
                     candidate, spec_run, compared = tried
                     result.text = alternative
+        if not all(r.identical for r in compared):
+            staged = self.staged(result.text)
+            if staged is not None:
+                tried = self.check(staged)
+                if not tried[1].error and _differing(tried[2]) < _differing(compared):
+                    candidate, spec_run, compared = tried
+                    result.text = staged
         kept = [
             (r, b)
             for i, (r, b) in enumerate(zip(compared, branches, strict=True))
@@ -324,6 +331,35 @@ class _Flow:
         result.models += _user_models(self.factory, candidate, probe_models, result, self.qat)
         result.unverified = _unexercised(self.factory(), self.suite, inferred)
         return result
+
+    def staged(self, text: str) -> str | None:
+        """``text`` with the ``annotation_stage`` of each op that the order probes place
+        (:func:`.probe.order_parts`: each op annotated only after a quantized producer, after
+        each other annotated op), or ``None`` when they need none. Tried only when the spec
+        in graph order does not verify: a quantizer that annotates in passes (LiteRT) leaves
+        an op float after a producer of a later pass."""
+        from backend_spec.export import dump
+        from backend_spec.export.quantizer import probe
+        from backend_spec.export.quantizer.infer import order_pairs
+
+        parts = probe.order_parts(order_pairs(self.probed))
+        if not parts.branches:
+            return None
+        suite = probe.export_suite(parts, train=self.qat).module(check_guards=False)
+        recorder = probe.recording(self.factory())
+        if run(suite, recorder, tuple(parts.inputs), set(), self.qat).error:
+            return None
+        orders = probe.orders(recorder.snapshot, parts.branches)
+        inferred = infer(
+            self.probed, self.unit_names, self.name, self.recorder.graph_inputs, orders
+        )
+        if not any(dict(e.policy).get("annotation_stage") for e in _entries(inferred)):
+            return None
+        staged = dump(inferred.backend_config, self.fmt, name=self.name)
+        # The input sharing the graph-order spec verified best with (``input_sharing`` is
+        # written only when it is torchao's ``qspec``).
+        sharing = "input_sharing" in text and _with_input_sharing(inferred, self.fmt, self.name)
+        return sharing or staged
 
     def check_neighbours(self, candidate: Callable[[], Any], result: QuantizerExport) -> list:
         """The conv-neighbour probes (when they were run) under the spec's quantizer."""
@@ -526,6 +562,12 @@ def _user_models(
         result.error = f"quantizer: {first.error}" if first.error else f"spec: {second.error}"
         return []
     return compare_runs(suite, [b.label for b in parts.branches], first, second)
+
+
+def _entries(inferred: Inferred) -> tuple[Any, ...]:
+    from backend_spec.ir.lower import backend_of
+
+    return backend_of(inferred.backend_config).entries
 
 
 def _with_input_sharing(inferred: Inferred, fmt: str, name: str) -> str | None:

@@ -28,6 +28,7 @@ from backend_spec.ir import Backend, DTypeConfig, DTypeMapping, Entry, Origin
 from backend_spec.ir.lift import key_of
 from backend_spec.ir.lower import lower
 from backend_spec.pt2e.table import POLICY_VALUES
+from backend_spec.specfile.models import MAX_ANNOTATION_STAGE
 
 with __import__("backend_spec.quiet", fromlist=["quiet"]).quiet():
     from torch.ao.quantization.backend_config import ObservationType
@@ -105,15 +106,18 @@ def infer(
     name: str,
     graph_inputs: Sequence[dict[str, Any] | None] = (),
     rewritten: bool = False,
+    orders: list[list[Any]] | None = None,
 ) -> Inferred:
     """A BackendConfig from :func:`.probe.probe`'s results (``unit_names``: key -> op names;
     ``graph_inputs``: the output qspec the quantizer gave each float graph input;
     ``rewritten``: the probes were read on the graph a spec's ``transform_for_annotation``
     passes produce, so a unit whose op the passes replaced says nothing of its own: the ops
-    they made are probed as units of their own)."""
+    they made are probed as units of their own; ``orders``: the order probes' results,
+    :func:`.probe.orders`, placing ops in annotation stages)."""
     builder = _Builder(name, _common_activation(probed))
     builder.rewritten = rewritten
     builder.unit_keys = {key for key in unit_names if "@" not in key}
+    builder.stages = annotation_stages(orders or [])
     builder.graph_inputs(list(graph_inputs))
     builder.upstream = _upstream_readers(probed)
     builder.own_with_a_scalar = _own_with_a_scalar(probed)
@@ -158,6 +162,8 @@ class _Builder:
         self.own_with_a_scalar: set[str] = set()
         #: The dtype config every float graph input is observed with (version 5), if any.
         self.graph_inputs_config: DTypeConfig | None = None
+        #: ATen op -> its ``annotation_stage`` (version 8), when the order probes need one.
+        self.stages: dict[str, int] = {}
         #: The probed fusion units (whose ATen chains may coincide: conv + ReLU6 and conv +
         #: Hardtanh are both conv2d -> hardtanh, told apart by their arguments).
         self.fusion_keys: list[str] = []
@@ -534,6 +540,9 @@ class _Builder:
             different = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
             values["num_tensor_args_to_observation_type"] = ((1, different), (2, share))
         aten = (tuple(tuple(_alternatives(t)) for t in targets),) if any_spelling else ()
+        stage = self.stages.get(targets[0], 0)
+        if stage:  # the pass of the chain's first op (conv + relu: conv's)
+            policy = {**policy, "annotation_stage": stage}
         chosen = tuple((k, v) for k, v in policy.items() if v != _DEFAULTS.get(k))
         config = Entry(key_of(resolved), _INFERRED, Entry.ordered(values), aten, chosen)
         self.configs.append((len(targets), priority, config, label))
@@ -799,6 +808,57 @@ def _common_activation(probed: dict[str, Any]) -> dict[str, Any] | None:
                         text = json.dumps(qspec, sort_keys=True)
                         counts[text] = counts.get(text, 0) + 1
     return json.loads(max(counts, key=counts.__getitem__)) if counts else None
+
+
+def order_pairs(probed: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(producer, op)`` pairs for :func:`.probe.order_parts`: each op annotated only after
+    a quantized producer (float alone, annotated after a Linear), after each other op whose
+    output the quantizer annotates after a Linear."""
+    alone, pre = probed.get("alone") or {}, probed.get("pre") or {}
+    conditional = [
+        key
+        for key, unit in pre.items()
+        if annotated(unit.get("ops", [])) and not annotated(alone.get(key, {}).get("ops", []))
+    ]
+    producers = [
+        key
+        for key, unit in pre.items()
+        if unit.get("ops") and unit["ops"][-1]["output"] is not None
+    ]
+    return [(p, c) for c in conditional for p in producers if p != c and "@" not in p + c]
+
+
+def annotation_stages(orders: list[list[Any]]) -> dict[str, int]:
+    """ATen op -> ``annotation_stage`` from the order probes (``[producer, op, annotated]``):
+    an op annotated after a producer is in its stage or a later one (one pass annotates in
+    graph order: propagated ops both ways), an op left float after it in an earlier stage.
+    Each op gets the lowest stage these allow; when they contradict each other (an op that
+    would have to come before itself), the ops left float alone decide. Empty when graph
+    order already agrees with every probe, or when even those contradict each other."""
+    if all(seen for _p, _c, seen in orders):
+        return {}
+    # (earlier, later, how many stages apart at least)
+    edges = {(p, c, 0) if seen else (c, p, 1) for p, c, seen in orders}
+    found = _layers(edges)
+    if found is None:
+        found = _layers({edge for edge in edges if edge[2]})
+    return found or {}
+
+
+def _layers(edges: set[tuple[str, str, int]]) -> dict[str, int] | None:
+    """The lowest stages meeting every ``(earlier, later, gap)``; None if none do."""
+    nodes = {n for first, then, _gap in edges for n in (first, then)}
+    stages = dict.fromkeys(nodes, 0)
+    for _ in range(len(nodes) + 1):
+        changed = False
+        for first, then, gap in edges:
+            if stages[then] < stages[first] + gap:
+                stages[then], changed = stages[first] + gap, True
+        if not changed:
+            break
+    if changed or max(stages.values(), default=0) > MAX_ANNOTATION_STAGE:
+        return None
+    return {key: stage for key, stage in stages.items() if stage}
 
 
 def _borrows_input(targets: list[str], output: dict[str, Any] | None) -> bool:

@@ -413,6 +413,50 @@ def neighbour_parts(keys: set[str]) -> SuiteParts:
     return parts
 
 
+def order_parts(pairs: list[tuple[str, str]]) -> SuiteParts:
+    """Each ``(producer, op)`` pair of one-input single-op units probed as ``Linear ->
+    producer -> op`` (branch ``order:PRODUCER>OP``, unit ``op``, context ``order``): whether
+    the quantizer annotates ``op`` after an annotated ``producer`` tells whether it annotated
+    the producer first (an ``annotation_stage`` below the op's) or later (above). A pair whose
+    producer's output the op cannot take is left out."""
+    built = {
+        unit.key: (model, inputs)
+        for unit, model, inputs, _output in _built_units()
+        if len(unit.names) == 1 and not unit.spelling and len(inputs) == 1 and _width(inputs[0])
+    }
+    parts = SuiteParts()
+    for producer, op in pairs:
+        if producer not in built or op not in built:
+            continue
+        (first, inputs), (second, _inputs) = built[producer], built[op]
+        chained = nn.Sequential(copy.deepcopy(first), copy.deepcopy(second))
+        try:
+            with quiet(), torch.no_grad():
+                output = chained(*inputs)
+        except Exception:  # noqa: BLE001 - the op does not take this producer's output
+            continue
+        if isinstance(output, torch.Tensor) and output.is_floating_point():
+            branch = Branch(f"order:{producer}>{op}", op, "order")
+            parts.add(branch, Probe(chained, [_width(inputs[0])], 0, "pre"), inputs)
+    return parts
+
+
+def orders(snapshot: dict[int, dict[str, Any]], branches: list[Branch]) -> list[list[Any]]:
+    """``[producer, op, annotated]`` of each :func:`order_parts` branch whose producer's
+    output the quantizer annotated: whether it then annotated the op too."""
+    found = []
+    for index, branch in enumerate(branches):
+        producer, op = branch.label.removeprefix("order:").split(">")
+        ops = snapshot.get(index, {}).get("ops", [])
+        first = [o for o in ops if o["target"] == producer]
+        last = [o for o in ops if o["target"] == op]
+        if len(first) == 1 and len(last) == 1 and first[0]["output"] is not None:
+            seen = last[0]
+            annotated = seen["output"] is not None or any(seen["inputs"].values())
+            found.append([producer, op, annotated])
+    return found
+
+
 class _Call(nn.Module):
     """One call of :data:`EXTRA_UNITS` as a module."""
 
