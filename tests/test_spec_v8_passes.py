@@ -232,7 +232,7 @@ def test_export_of_a_quantizer_with_a_pass_names_it_and_verifies(tmp_path, allow
         )
         return
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "verified: 9/9 models" in done.stderr
+    assert "verified: 10/10 models" in done.stderr
     assert f"note: {NAMED} rewrites the graph as the quantizer's" in done.stderr
     text = out.read_text(encoding="utf-8")
     assert "spec_version: 8" in text and f"- {NAMED}" in text
@@ -353,7 +353,7 @@ def test_a_delegate_pipeline_is_named_and_only_other_constructs_are_refused(tmp_
         assert done.returncode == 1 and not out.exists(), done.stderr[-2000:]
         assert "error: the spec cannot express the quantizer on" in done.stderr
         pytest.xfail(refusal)
-    assert "verified: 9/9 models" in done.stderr
+    assert "verified: 10/10 models" in done.stderr
     assert f"transform_for_annotation:\n  - {{call: {module}" in out.read_text(
         encoding="utf-8"
     ) or f"  - {module}." in out.read_text(encoding="utf-8")
