@@ -446,6 +446,14 @@ SHARED_OBSERVER_FLOAT_INPUT = _register(
     "An op sharing one observer across its inputs (cat, add) can read an op the spec leaves "
     "float, which convert_fx's lowering may then run on quantized tensors.",
 )
+FLOAT_MODULE_WEIGHT = _register(
+    "BS542",
+    "float-module-weight",
+    W,
+    "A weighted module pattern (`nn.Conv2d`, `nn.Linear`...) quantizes its weight "
+    "(`weight_dtype`), but no entry maps that module to a `reference_quantized_module`: convert "
+    "keeps the module with its float weight, in FX and in pt2e.",
+)
 INERT_ANNOTATION_STAGE = _register(
     "BS541",
     "inert-annotation-stage",
