@@ -350,11 +350,19 @@ class _Flow:
         if run(suite, recorder, tuple(parts.inputs), set(), self.qat).error:
             return None
         orders = probe.orders(recorder.snapshot, parts.branches)
+        pipeline = self.recorder.pipeline
         inferred = infer(
-            self.probed, self.unit_names, self.name, self.recorder.graph_inputs, orders
+            self.probed,
+            self.unit_names,
+            self.name,
+            self.recorder.graph_inputs,
+            rewritten=pipeline is not None,
+            orders=orders,
         )
         if not any(dict(e.policy).get("annotation_stage") for e in _entries(inferred)):
             return None
+        if pipeline is not None:  # the same passes as the graph-order spec
+            inferred.backend_config = _with_passes(inferred.backend_config, pipeline[1])
         staged = dump(inferred.backend_config, self.fmt, name=self.name)
         # The input sharing the graph-order spec verified best with (``input_sharing`` is
         # written only when it is torchao's ``qspec``).

@@ -418,12 +418,16 @@ def order_parts(pairs: list[tuple[str, str]]) -> SuiteParts:
     producer -> op`` (branch ``order:PRODUCER>OP``, unit ``op``, context ``order``): whether
     the quantizer annotates ``op`` after an annotated ``producer`` tells whether it annotated
     the producer first (an ``annotation_stage`` below the op's) or later (above). A pair whose
-    producer's output the op cannot take is left out."""
+    producer's output the op cannot take is left out. :data:`EXTRA_UNITS` are placed too: an
+    op left unplaced stays in stage 0, apart from the other spellings of its name (LiteRT's
+    ``torch.mean`` without dims, propagated in its last pass as ``aten.mean.dim`` is)."""
     built = {
         unit.key: (model, inputs)
         for unit, model, inputs, _output in _built_units()
         if len(unit.names) == 1 and not unit.spelling and len(inputs) == 1 and _width(inputs[0])
     }
+    for key, _candidates, fn, shape in EXTRA_UNITS:
+        built.setdefault(key, (_Call(fn), (torch.randn(*shape),)))
     parts = SuiteParts()
     for producer, op in pairs:
         if producer not in built or op not in built:
