@@ -112,3 +112,35 @@ def test_export_places_each_op_in_a_stage_only_when_graph_order_disagrees(orders
     from backend_spec.export.quantizer.infer import annotation_stages
 
     assert annotation_stages(orders) == stages
+
+
+MEAN = "aten.mean.default"
+
+#: ``(producer, op)`` -> whether an order probe is built for it: :data:`.probe.EXTRA_UNITS`
+#: (torch.mean without dims) are placed as well as the packaged table's units, each pair only
+#: where the op takes the producer's output.
+ORDER_CASES = {
+    "packaged_units": ((CONV, POOL), True),
+    "extra_unit_after_a_packaged_one": ((HARDTANH, MEAN), True),
+    "packaged_unit_after_an_extra_one": ((MEAN, HARDTANH), True),
+    "a_pool_cannot_read_a_scalar": ((MEAN, POOL), False),
+    "unknown_op": (("aten.nothing.default", POOL), False),
+}
+
+
+@pytest.mark.parametrize(("pair", "built"), ORDER_CASES.values(), ids=ORDER_CASES.keys())
+def test_order_probes_place_every_one_input_unit_the_op_can_follow(pair, built):
+    from backend_spec.export.quantizer.probe import order_parts
+
+    labels = [branch.label for branch in order_parts([pair]).branches]
+    assert labels == ([f"order:{pair[0]}>{pair[1]}"] if built else [])
+
+
+def test_infer_takes_its_order_probes_by_keyword_only():
+    """A list of orders in ``rewritten``'s place was truthy and placed nothing (the staged
+    spec of a merge had no stage at all): both are keyword-only."""
+    from backend_spec.export.quantizer.infer import infer
+
+    with pytest.raises(TypeError):
+        infer({}, {}, "q", [], [[CONV, POOL, True]])
+    assert infer({}, {}, "q", [], orders=[[CONV, POOL, True]]).gaps == []

@@ -105,6 +105,7 @@ def infer(
     unit_names: dict[str, tuple[str, ...]],
     name: str,
     graph_inputs: Sequence[dict[str, Any] | None] = (),
+    *,
     rewritten: bool = False,
     orders: list[list[Any]] | None = None,
 ) -> Inferred:
@@ -113,7 +114,8 @@ def infer(
     ``rewritten``: the probes were read on the graph a spec's ``transform_for_annotation``
     passes produce, so a unit whose op the passes replaced says nothing of its own: the ops
     they made are probed as units of their own; ``orders``: the order probes' results,
-    :func:`.probe.orders`, placing ops in annotation stages)."""
+    :func:`.probe.orders`, placing ops in annotation stages). Both are keyword-only: a list of
+    orders passed in ``rewritten``'s place would be truthy and place nothing."""
     builder = _Builder(name, _common_activation(probed))
     builder.rewritten = rewritten
     builder.unit_keys = {key for key in unit_names if "@" not in key}
