@@ -117,13 +117,16 @@ def test_export_places_each_op_in_a_stage_only_when_graph_order_disagrees(orders
 MEAN = "aten.mean.default"
 
 #: ``(producer, op)`` -> whether an order probe is built for it: :data:`.probe.EXTRA_UNITS`
-#: (torch.mean without dims) are placed as well as the packaged table's units, each pair only
-#: where the op takes the producer's output.
+#: (torch.mean without dims) are placed as well as the packaged table's units, producers of
+#: several inputs too (mul reads the Linear's output twice), each pair only where the op has
+#: one input and takes the producer's output.
 ORDER_CASES = {
     "packaged_units": ((CONV, POOL), True),
     "extra_unit_after_a_packaged_one": ((HARDTANH, MEAN), True),
     "packaged_unit_after_an_extra_one": ((MEAN, HARDTANH), True),
     "a_pool_cannot_read_a_scalar": ((MEAN, POOL), False),
+    "two_input_producer_reads_the_linear_twice": ((MUL, POOL), True),
+    "two_input_op_is_not_placed": ((CONV, "aten.cat.default"), False),
     "unknown_op": (("aten.nothing.default", POOL), False),
 }
 

@@ -300,13 +300,30 @@ def test_the_real_litert_static_configs_export_in_stages_verify_and_match_unseen
     earlier pass (linear, conv, adaptive_avg_pool2d) annotated that producer, and the ops it
     propagates (hardtanh, mean with or without dims, views) come last. In graph order the
     spec differs on a pool after a hardtanh; with ``annotation_stage`` (version 8) it
-    verifies, and is alike on eleven models the export never saw."""
+    verifies, and is alike on eleven models the export never saw and a pool after a mul."""
     done, out = _export(tmp_path, config)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "verified:" in done.stderr
     text = out.read_text()
     assert "spec_version: 8" in text and "annotation_stage: 2" in text
-    assert _differences(out, _fixture("litert", config), _unseen()) == []
+    models = [*_unseen(), ("mul_pool", _mul_pool)]
+    assert _differences(out, _fixture("litert", config), models) == []
+
+
+def _mul_pool():
+    """A pool after a mul: LiteRT annotates mul after its pools, so the pool stays float
+    (placed by the order probe of a two-input producer)."""
+
+    class MulPool(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.pool = torch.nn.Conv2d(3, 4, 3), torch.nn.MaxPool2d(2)
+
+        def forward(self, x):
+            y = self.conv(x)
+            return self.pool(y * y)
+
+    return MulPool(), (torch.randn(1, 3, 8, 8),)
 
 
 @pytest.mark.slow

@@ -420,20 +420,23 @@ def order_parts(pairs: list[tuple[str, str]]) -> SuiteParts:
     the producer first (an ``annotation_stage`` below the op's) or later (above). A pair whose
     producer's output the op cannot take is left out. :data:`EXTRA_UNITS` are placed too: an
     op left unplaced stays in stage 0, apart from the other spellings of its name (LiteRT's
-    ``torch.mean`` without dims, propagated in its last pass as ``aten.mean.dim`` is)."""
-    built = {
-        unit.key: (model, inputs)
-        for unit, model, inputs, _output in _built_units()
-        if len(unit.names) == 1 and not unit.spelling and len(inputs) == 1 and _width(inputs[0])
-    }
+    ``torch.mean`` without dims, propagated in its last pass as ``aten.mean.dim`` is). A
+    producer of several float inputs (mul, add) reads the Linear's output in each
+    (``Linear -> mul(y, y) -> op``): LiteRT annotates mul after its pools."""
+    built: dict[str, tuple[nn.Module, tuple, int]] = {}
+    for unit, model, inputs, _output in _built_units():
+        floats = [t for t in inputs if _width(t)]
+        if len(unit.names) == 1 and not unit.spelling and inputs and len(floats) == len(inputs):
+            built[unit.key] = (model, inputs[:1], len(inputs))
     for key, _candidates, fn, shape in EXTRA_UNITS:
-        built.setdefault(key, (_Call(fn), (torch.randn(*shape),)))
+        built.setdefault(key, (_Call(fn), (torch.randn(*shape),), 1))
     parts = SuiteParts()
     for producer, op in pairs:
-        if producer not in built or op not in built:
+        if producer not in built or op not in built or built[op][2] != 1:
             continue
-        (first, inputs), (second, _inputs) = built[producer], built[op]
-        chained = nn.Sequential(copy.deepcopy(first), copy.deepcopy(second))
+        (first, inputs, arity), (second, _inputs, _one) = built[producer], built[op]
+        first = copy.deepcopy(first) if arity == 1 else _Fanned(copy.deepcopy(first), arity)
+        chained = nn.Sequential(first, copy.deepcopy(second))
         try:
             with quiet(), torch.no_grad():
                 output = chained(*inputs)
@@ -459,6 +462,17 @@ def orders(snapshot: dict[int, dict[str, Any]], branches: list[Branch]) -> list[
             annotated = seen["output"] is not None or any(seen["inputs"].values())
             found.append([producer, op, annotated])
     return found
+
+
+class _Fanned(nn.Module):
+    """A unit of ``arity`` inputs reading one tensor in each (an order probe's producer)."""
+
+    def __init__(self, model: nn.Module, arity: int) -> None:
+        super().__init__()
+        self.model, self.arity = model, arity
+
+    def forward(self, x: torch.Tensor) -> Any:
+        return self.model(*([x] * self.arity))
 
 
 class _Call(nn.Module):
