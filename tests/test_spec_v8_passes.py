@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -347,7 +348,9 @@ def test_a_delegate_pipeline_is_named_and_only_other_constructs_are_refused(tmp_
         pytest.importorskip(needed)
     ref = f"{FIXTURES / 'quantizers' / 'delegates.py'}:{name}"
     done, out = _export(tmp_path, ref, "--allow-import", module)
-    assert "the quantizer's transform_for_annotation" not in done.stderr
+    # no rewrite gap ("transform_for_annotation removes/introduces N of its nodes"); the note
+    # naming the adapter says "... rewrites the graph as the quantizer's transform_for_annotation"
+    assert not re.search(r"transform_for_annotation (removes|introduces) \d+", done.stderr)
     assert f"note: {module}." in done.stderr  # the adapter reproduced the pipeline
     if done.returncode != 0:
         assert done.returncode == 1 and not out.exists(), done.stderr[-2000:]

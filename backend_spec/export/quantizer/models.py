@@ -102,13 +102,15 @@ class ModuleNet(nn.Module):
     partitions by module class (LiteRT's add + ``nn.ReLU`` and ``nn.MaxPool2d``) treat it
     otherwise than the functional nets: a conv-bn-relu stem before ``nn.MaxPool2d``, a
     residual add before an ``nn.ReLU``, ``nn.AdaptiveAvgPool2d`` and a Linear head. (Each ReLU
-    is its own module: X86InductorQuantizer raises on one called twice.)"""
+    is its own module: X86InductorQuantizer raises on one called twice. Neither is in place:
+    the probes do not write ``relu_`` apart from ``relu``, so a quantizer that annotates one
+    twin only would be refused here on an op the format can state.)"""
 
     def __init__(self) -> None:
         super().__init__()
         self.conv1, self.bn1 = nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8)
         self.conv2, self.bn2 = nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8)
-        self.relu1, self.relu2, self.pool = nn.ReLU(inplace=True), nn.ReLU(), nn.MaxPool2d(2)
+        self.relu1, self.relu2, self.pool = nn.ReLU(), nn.ReLU(), nn.MaxPool2d(2)
         self.avg, self.fc = nn.AdaptiveAvgPool2d(1), nn.Linear(8, 4)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
