@@ -85,7 +85,8 @@ CASES = {
     ),
     "int8-weight-lint": dict(
         text="name: x\npatterns:\n  - pattern: nn.Linear\n    dtype_configs:\n"
-        "      - input_dtype: quint8\n        weight_dtype: int8\n",
+        "      - input_dtype: quint8\n        weight_dtype: int8\n"
+        "    root_module: nn.Linear\n    reference_quantized_module: nnqr.Linear\n",
         command="lint",
         first=("BS522", 6, 23),
         words=["qint8", "Unsupported dtype and qscheme"],
