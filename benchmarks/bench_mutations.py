@@ -109,29 +109,29 @@ def main() -> int:
     with open(args.spec, encoding="utf-8") as handle:
         doc = YAML(typ="safe").load(handle)
     models = None if args.models else []
-    folder = tempfile.mkdtemp(prefix="bespec-mutations-")
-    base = os.path.join(folder, "base.yaml")
-    _write(base, doc)
-    golden = golden_from_report(run_check(base, jobs=args.jobs, models=models))
-    candidates = _round_robin(list(edits(doc)), random.Random(args.seed))
-    caught = counted = 0
-    for description, apply in candidates[: args.count]:
-        edited = copy.deepcopy(doc)
-        apply(edited)
-        path = os.path.join(folder, "edited.yaml")
-        _write(path, edited)
-        try:
-            report = run_check(path, jobs=args.jobs, models=models)
-        except SpecError:
-            print(f"invalid   {description}")
-            continue
-        drift = compare_to_golden(report, golden)
-        counted += 1
-        caught += bool(drift)
-        print(
-            f"{'caught' if drift else 'MISSED':9s} {description}"
-            + (f"  [{drift[0]}]" if drift else "")
-        )
+    with tempfile.TemporaryDirectory(prefix="bespec-mutations-") as folder:
+        base = os.path.join(folder, "base.yaml")
+        _write(base, doc)
+        golden = golden_from_report(run_check(base, jobs=args.jobs, models=models))
+        candidates = _round_robin(list(edits(doc)), random.Random(args.seed))
+        caught = counted = 0
+        for description, apply in candidates[: args.count]:
+            edited = copy.deepcopy(doc)
+            apply(edited)
+            path = os.path.join(folder, "edited.yaml")
+            _write(path, edited)
+            try:
+                report = run_check(path, jobs=args.jobs, models=models)
+            except SpecError:
+                print(f"invalid   {description}")
+                continue
+            drift = compare_to_golden(report, golden)
+            counted += 1
+            caught += bool(drift)
+            print(
+                f"{'caught' if drift else 'MISSED':9s} {description}"
+                + (f"  [{drift[0]}]" if drift else "")
+            )
     ratio(f"edits caught ({caught})", caught / max(counted, 1), f"the {counted} valid edits")
     return exit_code()
 

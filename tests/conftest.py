@@ -3,7 +3,9 @@ ATen traces are cached in a folder of this run rather than the user's cache."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -14,7 +16,10 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 if str(FIXTURES) not in sys.path:
     sys.path.insert(0, str(FIXTURES))
-os.environ.setdefault("BESPEC_CACHE_DIR", tempfile.mkdtemp(prefix="bespec-test-cache-"))
+if "BESPEC_CACHE_DIR" not in os.environ:
+    # The run's own cache goes with the run: a fresh one per run would otherwise pile up.
+    os.environ["BESPEC_CACHE_DIR"] = tempfile.mkdtemp(prefix="bespec-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["BESPEC_CACHE_DIR"], ignore_errors=True)
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ its spec; without the stages, the spec differs from it wherever a pool reads a h
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,17 +12,13 @@ import pytest
 pytest.importorskip("torchao", reason="the pt2e extra (torchao) is not installed")
 
 import torch  # noqa: E402
+from _export_helpers import fixture  # noqa: E402
 
 import backend_spec  # noqa: E402
 from backend_spec.pt2e.compare import compare_quantizers  # noqa: E402
 
 nn = torch.nn
-FIXTURES = Path(__file__).parent / "fixtures" / "quantizers"
-sys.path.insert(0, str(FIXTURES))
-try:
-    import staged as staged_quantizer  # noqa: E402
-finally:
-    sys.path.remove(str(FIXTURES))
+staged_quantizer = fixture("staged")
 
 
 class _Net(nn.Module):

@@ -9,9 +9,6 @@ quantizer with the original on models the export never saw.
 from __future__ import annotations
 
 import importlib.util
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +16,16 @@ import pytest
 pytest.importorskip("torchao", reason="the pt2e extra (torchao) is not installed")
 
 import torch  # noqa: E402
+from _export_helpers import (  # noqa: E402
+    FIXTURES,
+    ROOT,
+    bespec,
+    differences,
+    export,
+    fixture,
+    needs_executorch,
+    unseen,
+)
 from torchao.quantization.pt2e.observer import HistogramObserver  # noqa: E402
 from torchao.quantization.pt2e.quantizer import (  # noqa: E402
     FixedQParamsQuantizationSpec,
@@ -28,15 +35,6 @@ from torchao.quantization.pt2e.quantizer import (  # noqa: E402
 
 from backend_spec.export.quantizer import is_quantizer, probe  # noqa: E402
 from backend_spec.export.quantizer.infer import infer  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).parent / "fixtures" / "quantizers"
-HAS_EXECUTORCH = importlib.util.find_spec("executorch") is not None
-needs_executorch = pytest.mark.skipif(
-    not HAS_EXECUTORCH,
-    reason="executorch cannot be imported (pip install --no-deps executorch==1.5.1 "
-    "flatbuffers tabulate)",
-)
 
 ACT = QuantizationSpec(
     dtype=torch.int8,
@@ -339,27 +337,10 @@ def test_each_extra_unit_exports_to_its_aten_op():
         assert calls == [key]
 
 
-def _bespec(*args, cwd=ROOT):
-    return subprocess.run(
-        [sys.executable, "-m", "backend_spec", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={"PYTHONPATH": _pythonpath(), "PATH": "/usr/bin:/bin", "HOME": str(Path.home())},
-        timeout=3600,
-    )
-
-
 def test_probe_models_need_a_quantizer():
-    done = _bespec("export", "fbgemm", "--probe-models", "x.py:f")
+    done = bespec("export", "fbgemm", "--probe-models", "x.py:f")
     assert done.returncode == 2
     assert "--probe-models applies to a pt2e Quantizer" in done.stderr
-
-
-def _export(tmp_path, ref, *extra):
-    out = tmp_path / "spec.yaml"
-    done = _bespec("export", ref, "-o", str(out), *extra)
-    return done, out
 
 
 def _hidden_models(*excluded: str):
@@ -392,24 +373,8 @@ def _views():
     return _Views().eval(), (torch.randn(2, 3, 8, 8),)
 
 
-def _unseen():
-    """The eleven models of fixtures/quantizers/unseen.py (MobileNet-, transformer-, LSTM-,
-    U-Net-shaped...), which neither the probes nor export's verification contain."""
-    sys.path.insert(0, str(FIXTURES))
-    try:
-        import unseen
-    finally:
-        sys.path.remove(str(FIXTURES))
-    return unseen.UNSEEN
-
-
 def _matches(spec: Path, original, *excluded: str, extra=()) -> list[str]:
-    import backend_spec
-    from backend_spec.pt2e.compare import compare_quantizers
-
-    models = [*_hidden_models(*excluded), *extra]
-    results = compare_quantizers(original, lambda: backend_spec.quantizer(spec), models)
-    return [f"{r.name}: {d}" for r in results for d in r.differences]
+    return differences(spec, original, [*_hidden_models(*excluded), *extra])
 
 
 # --- the slow tests: one CLI export per quantizer, checked on models it never saw -----------
@@ -449,19 +414,15 @@ def _export_factory(folder: Path, source: str):
     """(CLI result, spec path, the original's factory) of exporting ``source``'s ``make``."""
     path, module = _factory_module(folder, source)
     out = folder / "spec.yaml"
-    return _bespec("export", f"{path}:make", "-o", str(out)), out, module.make
+    return bespec("export", f"{path}:make", "-o", str(out)), out, module.make
 
 
 @pytest.mark.slow
 def test_own_quantizer_with_fixed_and_shared_qspecs_round_trips(tmp_path):
     """A linear after the fixed-qparams sigmoid observes its input again, as torchao does with
     the quantizer's own qspecs: export writes ``input_sharing: qspec`` (version 5)."""
-    sys.path.insert(0, str(FIXTURES))
-    try:
-        import odd
-    finally:
-        sys.path.remove(str(FIXTURES))
-    done, out = _export(
+    odd = fixture("odd")
+    done, out = export(
         tmp_path,
         f"{FIXTURES / 'odd.py'}:odd_quantizer",
         "--probe-models",
@@ -501,12 +462,7 @@ def test_the_own_quantizers_known_gaps(tmp_path):
 
 
 def _odd():
-    sys.path.insert(0, str(FIXTURES))
-    try:
-        import odd
-    finally:
-        sys.path.remove(str(FIXTURES))
-    return odd
+    return fixture("odd")
 
 
 @pytest.mark.slow
@@ -524,7 +480,7 @@ def _odd():
 def test_enn_style_quantizers_export_and_match_unseen_models(tmp_path, factory, written, version):
     """Each EnnQuantizer habit of odd.py exports to its key (version 5 for the new ones) and
     the spec matches the quantizer on models the export never saw."""
-    done, out = _export(tmp_path, f"{FIXTURES / 'odd.py'}:{factory}")
+    done, out = export(tmp_path, f"{FIXTURES / 'odd.py'}:{factory}")
     assert done.returncode == 0, done.stderr[-2000:]
     text = out.read_text()
     assert written in text and f"spec_version: {version}\n" in text
@@ -533,7 +489,7 @@ def test_enn_style_quantizers_export_and_match_unseen_models(tmp_path, factory, 
 
 @pytest.mark.slow
 def test_a_quantizer_the_format_cannot_express_is_refused_naming_the_ops(tmp_path):
-    done, out = _export(tmp_path, f"{FIXTURES / 'odd.py'}:odd_bias_quantizer")
+    done, out = export(tmp_path, f"{FIXTURES / 'odd.py'}:odd_bias_quantizer")
     assert done.returncode == 1
     assert "aten.conv2d.default" in done.stderr
     assert "its bias is quantized (derived qspec, int32 [-32768, 32767]" in done.stderr
@@ -552,7 +508,7 @@ def test_xnnpack_quantizer_exports_and_matches_unseen_models(tmp_path, per_chann
     assert done.returncode == 0, done.stderr
     assert "verified: 10/10 models" in done.stderr
     assert "aten: [[aten.slice.Tensor]]" in out.read_text()
-    assert _matches(out, original, extra=[("views", _views), *_unseen()]) == []
+    assert _matches(out, original, extra=[("views", _views), *unseen()]) == []
 
 
 @pytest.mark.slow
@@ -561,9 +517,9 @@ def test_x86_inductor_quantizer_exports_and_matches_unseen_models(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "verified: 10/10 models" in done.stderr
     # X86InductorQuantizer itself raises on resnet18_net (one ReLU module called twice).
-    assert _matches(out, original, "resnet18_net", extra=_unseen()) == []
+    assert _matches(out, original, "resnet18_net", extra=unseen()) == []
     # The shipped port and this fresh export are spelled differently, and behave alike.
-    same = _bespec("diff", str(ROOT / "specs" / "x86_inductor.yaml"), str(out), "--behaviour")
+    same = bespec("diff", str(ROOT / "specs" / "x86_inductor.yaml"), str(out), "--behaviour")
     assert same.returncode == 0, same.stdout + same.stderr
     assert "quantize identically (pt2e: 10 models and 653 probes" in same.stdout
 
@@ -677,12 +633,6 @@ def test_inference_of_a_derived_bias(label, bias, policy, gap):
     assert any("its bias is quantized" in g.what for g in inferred.gaps) == gap
 
 
-def _pythonpath() -> str:
-    """This checkout first, then the caller's PYTHONPATH (where optional delegate
-    dependencies such as tosa_serializer may live)."""
-    return os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-
-
 #: Why each delegate's export is refused today (what its report names), by fixture factory.
 DELEGATE_REFUSALS = {
     "qnn": "QnnQuantizer observes its int32 bias on its own (MinMaxObserver), quantizes "
@@ -700,11 +650,7 @@ DELEGATE_REFUSALS = {
 
 
 def _delegate_factory(name: str):
-    sys.path.insert(0, str(FIXTURES))
-    try:
-        import delegates
-    finally:
-        sys.path.remove(str(FIXTURES))
+    delegates = fixture("delegates")
     missing = [m for m in delegates.NEEDS[name] if importlib.util.find_spec(m) is None]
     if missing:
         pytest.skip(f"{name} needs {', '.join(missing)} (pip install tosa-tools)")
@@ -719,7 +665,7 @@ def test_executorch_delegate_quantizers_export_or_are_refused_naming_ops(tmp_pat
     saw, or (those of DELEGATE_REFUSALS) is refused cleanly: exit 1, the differing ATen ops
     named, no traceback, nothing written (then an expected failure, with the reason)."""
     factory = _delegate_factory(name)
-    done, out = _export(tmp_path, f"{FIXTURES / 'delegates.py'}:{name}")
+    done, out = export(tmp_path, f"{FIXTURES / 'delegates.py'}:{name}")
     assert "Traceback" not in done.stderr
     if done.returncode != 0 and name in DELEGATE_REFUSALS:
         assert done.returncode == 1, done.stderr[-2000:]

@@ -18,9 +18,7 @@ models the export never saw.
 from __future__ import annotations
 
 import importlib.util
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -28,27 +26,24 @@ import pytest
 pytest.importorskip("torchao", reason="the pt2e extra (torchao) is not installed")
 
 import torch  # noqa: E402
+from _export_helpers import (  # noqa: E402
+    FIXTURES,
+    differences,
+    export,
+    fixture,
+    observed,
+    unseen,
+)
 
 from backend_spec.export.quantizer import probe  # noqa: E402
 from backend_spec.export.quantizer.infer import infer  # noqa: E402
 from backend_spec.export.quantizer.verify import observers  # noqa: E402
 from backend_spec.ir.lower import backend_of  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).parent / "fixtures" / "quantizers"
 needs_litert = pytest.mark.skipif(
     importlib.util.find_spec("litert_torch") is None, reason="litert-torch is not installed"
 )
 nn = torch.nn
-
-
-def _fixture(module: str, name: str):
-    sys.path.insert(0, str(FIXTURES))
-    try:
-        loaded = __import__(module)
-    finally:
-        sys.path.remove(str(FIXTURES))
-    return getattr(loaded, name)
 
 
 class _TorchMul(nn.Module):
@@ -112,7 +107,7 @@ def test_an_observer_shared_by_two_edges_is_read_under_each_name():
 
     model = nn.Sequential(nn.Linear(8, 8), nn.MaxPool2d(2), nn.Linear(4, 4)).eval()
     exported = torch.export.export(model, (torch.randn(1, 2, 8, 8),)).module()
-    prepared = prepare_pt2e(exported, _fixture("round3", "litert_like")())
+    prepared = prepare_pt2e(exported, fixture("round3", "litert_like")())
     found = observers(prepared, exported)
     (pool,) = [name for name in found if name.startswith("max_pool2d")]
     (out,) = [entry for entry in found[pool] if entry[0] == "out"]
@@ -121,17 +116,7 @@ def test_an_observer_shared_by_two_edges_is_read_under_each_name():
     assert consumer and consumer[0][2] == pool
 
 
-ACT = {
-    "kind": "observed",
-    "dtype": "int8",
-    "quant_min": -128,
-    "quant_max": 127,
-    "qscheme": "per_tensor_affine",
-    "ch_axis": None,
-    "is_dynamic": False,
-    "observer": "HistogramObserver",
-    "kwargs": {"eps": 2**-12},
-}
+ACT = observed()
 
 
 def _pool(context, output):
@@ -239,43 +224,13 @@ _IMITATED = (
 def test_the_litert_imitation_annotates_pools_and_sigmoids_as_the_real_package():
     """round3.py's ``litert_like`` (what CI runs without litert-torch) writes what the real
     quantizer writes on the constructs it imitates."""
-    real = _fixture("litert", "per_tensor")()
-    imitation = _fixture("round3", "litert_like")()
+    real = fixture("litert", "per_tensor")()
+    imitation = fixture("round3", "litert_like")()
     assert _annotations(imitation) == _annotations(real)
 
 
-def _bespec(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
-    return subprocess.run(
-        [sys.executable, "-m", "backend_spec", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=900,
-    )
-
-
-def _unseen():
-    sys.path.insert(0, str(FIXTURES))
-    try:
-        import unseen
-    finally:
-        sys.path.remove(str(FIXTURES))
-    return unseen.UNSEEN
-
-
-def _differences(spec: Path, factory, models) -> list[str]:
-    import backend_spec
-    from backend_spec.pt2e.compare import compare_quantizers
-
-    results = compare_quantizers(factory, lambda: backend_spec.quantizer(spec), models)
-    return [f"{r.name}: {d}" for r in results for d in r.differences]
-
-
 def _export(tmp_path: Path, config: str) -> tuple[subprocess.CompletedProcess, Path]:
-    out = tmp_path / "spec.yaml"
-    return _bespec("export", f"{FIXTURES / 'litert.py'}:{config}", "-o", str(out)), out
+    return export(tmp_path, f"{FIXTURES / 'litert.py'}:{config}")
 
 
 @pytest.mark.slow
@@ -287,7 +242,7 @@ def test_the_real_litert_dynamic_config_exports_verifies_and_matches_unseen_mode
     assert done.returncode == 0, done.stderr[-3000:]
     assert "verified:" in done.stderr
     assert "in_float_out_float_w_qint8" in out.read_text()
-    assert _differences(out, _fixture("litert", "dynamic"), _unseen()) == []
+    assert differences(out, fixture("litert", "dynamic"), unseen()) == []
 
 
 @pytest.mark.slow
@@ -306,8 +261,8 @@ def test_the_real_litert_static_configs_export_in_stages_verify_and_match_unseen
     assert "verified:" in done.stderr
     text = out.read_text()
     assert "spec_version: 8" in text and "annotation_stage: 2" in text
-    models = [*_unseen(), ("mul_pool", _mul_pool)]
-    assert _differences(out, _fixture("litert", config), models) == []
+    models = [*unseen(), ("mul_pool", _mul_pool)]
+    assert differences(out, fixture("litert", config), models) == []
 
 
 def _mul_pool():

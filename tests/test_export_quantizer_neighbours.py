@@ -9,49 +9,31 @@ the original on models the export never saw.
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("torchao", reason="the pt2e extra (torchao) is not installed")
 
 import torch  # noqa: E402
+from _export_helpers import (  # noqa: E402
+    FIXTURES,
+    bespec,
+    differences,
+    fixture,
+    named_models,
+    needs_executorch,
+    observed,
+)
 
 from backend_spec.export.quantizer import _static, _undetermined, probe  # noqa: E402
 from backend_spec.export.quantizer.infer import infer  # noqa: E402
 from backend_spec.export.quantizer.verify import run  # noqa: E402
 from backend_spec.ir.lower import backend_of  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).parent / "fixtures" / "quantizers"
-needs_executorch = pytest.mark.skipif(
-    importlib.util.find_spec("executorch") is None, reason="executorch cannot be imported"
-)
-
-ACT = {
-    "kind": "observed",
-    "dtype": "uint8",
-    "quant_min": 0,
-    "quant_max": 255,
-    "qscheme": "per_tensor_affine",
-    "ch_axis": None,
-    "is_dynamic": False,
-    "observer": "HistogramObserver",
-    "kwargs": {},
-}
+ACT = observed(dtype="uint8", quant_min=0, quant_max=255, kwargs={})
 
 
 def _fixture(name: str):
-    sys.path.insert(0, str(FIXTURES))
-    try:
-        import neighbours
-    finally:
-        sys.path.remove(str(FIXTURES))
-    return getattr(neighbours, name)
+    return fixture("neighbours", name)
 
 
 def _op(target, inputs, output=None):
@@ -125,34 +107,6 @@ def test_conv_neighbours_show_the_pool_policy_a_float_linear_hides():
 # --- slow: one CLI export ------------------------------------------------------------------
 
 
-def _bespec(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "backend_spec", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=900,
-    )
-
-
-def _matches(spec: Path, original, models) -> list[str]:
-    import backend_spec
-    from backend_spec.pt2e.compare import compare_quantizers
-
-    results = compare_quantizers(original, lambda: backend_spec.quantizer(spec), models)
-    return [f"{r.name}: {d}" for r in results for d in r.differences]
-
-
-def _hidden_models(*names: str):
-    from backend_spec.pt2e import parity_nets
-    from backend_spec.pt2e.nets import NETS
-
-    models = {**NETS, **parity_nets.PARITY_NETS}
-    return [(name, models[name]) for name in names]
-
-
 @pytest.mark.slow
 @needs_executorch
 def test_xnnpack_with_linear_left_float_exports_and_matches_unseen_models(tmp_path):
@@ -162,15 +116,15 @@ def test_xnnpack_with_linear_left_float_exports_and_matches_unseen_models(tmp_pa
     the conv probes the export is refused: max_pool2d, cat, adaptive_avg_pool2d, flatten...
     differ on the verification models.)"""
     out = tmp_path / "spec.yaml"
-    done = _bespec("export", f"{FIXTURES / 'neighbours.py'}:xnnpack_float_linear", "-o", str(out))
+    done = bespec("export", f"{FIXTURES / 'neighbours.py'}:xnnpack_float_linear", "-o", str(out))
     assert done.returncode == 0, done.stderr[-3000:]
     assert "verified:" in done.stderr
     text = out.read_text()
     assert "pattern: F.max_pool2d" in text and "quantize: if_input_quantized" in text
     # set_module_type matches the module only: F.linear keeps the global config.
     assert "pattern: nn.Linear" not in text and "  - pattern: F.linear\n" in text
-    models = _hidden_models("resnet18_net", "functional", "transformer", "pool_act", "cat_groups")
-    assert _matches(out, _fixture("xnnpack_float_linear"), models) == []
+    models = named_models("resnet18_net", "functional", "transformer", "pool_act", "cat_groups")
+    assert differences(out, _fixture("xnnpack_float_linear"), models) == []
 
 
 # --- dynamic propagation --------------------------------------------------------------------

@@ -9,10 +9,6 @@ torchao and executorch through the CLI, once each.
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,16 +16,19 @@ import pytest
 pytest.importorskip("torchao", reason="the pt2e extra (torchao) is not installed")
 
 import torch  # noqa: E402
+from _export_helpers import (  # noqa: E402
+    FIXTURES,
+    differences,
+    export,
+    fixture,
+    named_models,
+    needs_executorch,
+    observed,
+)
 
 from backend_spec.export.quantizer import probe  # noqa: E402
 from backend_spec.export.quantizer.infer import infer  # noqa: E402
 from backend_spec.ir.lower import backend_of  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).parent / "fixtures" / "quantizers"
-needs_executorch = pytest.mark.skipif(
-    importlib.util.find_spec("executorch") is None, reason="executorch cannot be imported"
-)
 
 #: What EmbeddingQuantizer writes on an embedding's weight (its args[0]).
 EMBEDDING_WEIGHT = {
@@ -44,17 +43,7 @@ EMBEDDING_WEIGHT = {
     "kwargs": {"eps": 2**-12},
 }
 
-ACT = {
-    "kind": "observed",
-    "dtype": "int8",
-    "quant_min": -128,
-    "quant_max": 127,
-    "qscheme": "per_tensor_affine",
-    "ch_axis": None,
-    "is_dynamic": False,
-    "observer": "HistogramObserver",
-    "kwargs": {"eps": 2**-12},
-}
+ACT = observed()
 
 
 def _unit(ops):
@@ -463,38 +452,8 @@ def test_a_branch_is_left_out_only_when_it_fails_the_run_the_export_makes(conver
 # --- slow: one CLI export per quantizer ----------------------------------------------------
 
 
-def _bespec(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "backend_spec", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=900,
-    )
-
-
-def _export(tmp_path: Path, ref: str, *extra: str) -> tuple[subprocess.CompletedProcess, Path]:
-    out = tmp_path / "spec.yaml"
-    return _bespec("export", ref, "-o", str(out), *extra), out
-
-
 def _original(name: str):
-    sys.path.insert(0, str(FIXTURES))
-    try:
-        import round2
-    finally:
-        sys.path.remove(str(FIXTURES))
-    return getattr(round2, name)
-
-
-def _matches(spec: Path, original, models) -> list[str]:
-    import backend_spec
-    from backend_spec.pt2e.compare import compare_quantizers
-
-    results = compare_quantizers(original, lambda: backend_spec.quantizer(spec), models)
-    return [f"{r.name}: {d}" for r in results for d in r.differences]
+    return fixture("round2", name)
 
 
 def _qat_matches(spec: Path, original, models) -> list[str]:
@@ -517,14 +476,6 @@ def _qat_matches(spec: Path, original, models) -> list[str]:
     return differing
 
 
-def _hidden_models(*names: str):
-    from backend_spec.pt2e import parity_nets
-    from backend_spec.pt2e.nets import NETS
-
-    models = {**NETS, **parity_nets.PARITY_NETS}
-    return [(name, models[name]) for name in names]
-
-
 @pytest.mark.slow
 @needs_executorch
 def test_an_embedding_and_xnnpack_composition_exports_both_parts(tmp_path):
@@ -533,14 +484,14 @@ def test_an_embedding_and_xnnpack_composition_exports_both_parts(tmp_path):
     that the export never saw."""
     from backend_spec.export.quantizer.models import MODELS
 
-    done, out = _export(tmp_path, f"{FIXTURES / 'round2.py'}:embedding_and_xnnpack")
+    done, out = export(tmp_path, f"{FIXTURES / 'round2.py'}:embedding_and_xnnpack")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "verified:" in done.stderr
     text = out.read_text()
     assert "aten: [[aten.embedding.default]]" in text and "dtype: quint8" in text
-    unseen = [("embedding", MODELS["embedding"]), *_hidden_models("x86_net", "transformer")]
-    assert _matches(out, _original("embedding_and_xnnpack"), unseen) == []
-    alone = _matches(out, _original("embedding_only"), [("embedding", MODELS["embedding"])])
+    unseen = [("embedding", MODELS["embedding"]), *named_models("x86_net", "transformer")]
+    assert differences(out, _original("embedding_and_xnnpack"), unseen) == []
+    alone = differences(out, _original("embedding_only"), [("embedding", MODELS["embedding"])])
     assert alone  # the composition quantizes more than the embedding alone: not vacuous
 
 
@@ -549,10 +500,10 @@ def test_an_embedding_and_xnnpack_composition_exports_both_parts(tmp_path):
 def test_a_16_bit_activation_config_exports_and_matches(tmp_path):
     """Arm-style a16w8 (int16 symmetric activations, int8 per-channel weights) exports with
     int16 dtype mappings and matches on unseen models."""
-    done, out = _export(tmp_path, f"{FIXTURES / 'round2.py'}:a16w8")
+    done, out = export(tmp_path, f"{FIXTURES / 'round2.py'}:a16w8")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "{dtype: int16, quant_min_lower_bound: -32767" in out.read_text()
-    assert _matches(out, _original("a16w8"), _hidden_models("resnet18_net", "functional")) == []
+    assert differences(out, _original("a16w8"), named_models("resnet18_net", "functional")) == []
 
 
 @pytest.mark.slow
@@ -561,13 +512,13 @@ def test_xnnpacks_qat_config_is_verified_in_the_qat_flow(tmp_path):
     """get_symmetric_quantization_config(is_qat=True): every qspec is a fake-quantize, so export
     verifies in the QAT flow by itself; the spec writes fused_moving_avg with ptq_fake_quant
     (version 6), and its QAT quantizer trains like the original on unseen models."""
-    done, out = _export(tmp_path, f"{FIXTURES / 'round2.py'}:xnnpack_qat")
+    done, out = export(tmp_path, f"{FIXTURES / 'round2.py'}:xnnpack_qat")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "in the QAT flow" in done.stderr
     text = out.read_text()
     assert "spec_version: 6\n" in text
     assert "fake_quant: fused_moving_avg" in text and "ptq_fake_quant: true" in text
-    models = _hidden_models("resnet18_net", "conv_bn_relu", "transformer")
+    models = named_models("resnet18_net", "conv_bn_relu", "transformer")
     assert _qat_matches(out, _original("xnnpack_qat"), models) == []
 
 
@@ -596,13 +547,13 @@ def test_a_graph_input_observed_for_its_reader_is_read_as_the_readers_input():
 
 @pytest.mark.slow
 def test_a_quantizer_observing_graph_inputs_for_their_readers_exports_and_matches(tmp_path):
-    done, out = _export(tmp_path, f"{FIXTURES / 'odd.py'}:reader_side_quantizer")
+    done, out = export(tmp_path, f"{FIXTURES / 'odd.py'}:reader_side_quantizer")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "verified" in done.stderr
     from tests.fixtures.quantizers.odd import reader_side_quantizer
 
-    unseen = _hidden_models("resnet18_net", "functional")
-    assert _matches(out, reader_side_quantizer, unseen) == []
+    unseen = named_models("resnet18_net", "functional")
+    assert differences(out, reader_side_quantizer, unseen) == []
 
 
 @pytest.mark.parametrize("eps", [1e-16, 2**-12])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -107,13 +108,12 @@ def _annotated(model: nn.Module, spec_text: str, *args: torch.Tensor) -> dict[st
 
 
 _COUNTER = iter(range(10**6))
+#: The specs this module writes, removed with the run.
+_FOLDER = tempfile.TemporaryDirectory(prefix="bespec-pt2e-")
 
 
 def _write(text: str) -> Path:
-    import tempfile
-
-    folder = Path(tempfile.mkdtemp(prefix="bespec-pt2e-"))
-    path = folder / f"spec{next(_COUNTER)}.yaml"
+    path = Path(_FOLDER.name) / f"spec{next(_COUNTER)}.yaml"
     path.write_text(textwrap.dedent(text), encoding="utf-8")
     return path
 

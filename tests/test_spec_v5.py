@@ -157,20 +157,12 @@ def test_a_dtype_config_named_only_by_graph_inputs_is_used(tmp_path: Path) -> No
 
 
 def test_graph_inputs_are_inferred_when_every_float_input_is_observed_alike() -> None:
+    from _export_helpers import observed
+
     from backend_spec.export.quantizer.infer import infer
     from backend_spec.ir.lower import backend_of
 
-    act = {
-        "kind": "observed",
-        "dtype": "int8",
-        "quant_min": -128,
-        "quant_max": 127,
-        "qscheme": "per_tensor_affine",
-        "ch_axis": None,
-        "is_dynamic": False,
-        "observer": "MinMaxObserver",
-        "kwargs": {"eps": 2**-12},
-    }
+    act = observed(observer="MinMaxObserver")
     found = infer({}, {}, "q", [act, act])
     mapping = backend_of(found.backend_config).graph_inputs.mapping("input_dtype")
     assert mapping.dtype == torch.qint8 and mapping.get("scale_min_lower_bound") == 2**-12

@@ -11,23 +11,16 @@ construct differs, so the comparison is not vacuous. The slow tests export the f
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("torchao", reason="the pt2e extra (torchao) is not installed")
 
 import torch  # noqa: E402
+from _export_helpers import FIXTURES, differences, export, fixture, observed  # noqa: E402
 
 import backend_spec  # noqa: E402
-from backend_spec.pt2e.compare import compare_quantizers  # noqa: E402
 from backend_spec.pt2e.table import Policy, Rule  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).parent / "fixtures" / "quantizers"
 F = torch.nn.functional
 
 W8A8 = (
@@ -49,12 +42,7 @@ SIGMOID = (
 
 
 def _fixture(name: str):
-    sys.path.insert(0, str(FIXTURES))
-    try:
-        import round3
-    finally:
-        sys.path.remove(str(FIXTURES))
-    return getattr(round3, name)
+    return fixture("round3", name)
 
 
 def _spec(patterns: str, qscheme: str = "affine", version: int = 7) -> str:
@@ -65,9 +53,7 @@ def _spec(patterns: str, qscheme: str = "affine", version: int = 7) -> str:
 
 
 def _differences(spec_text: str, fixture: str, models) -> list[str]:
-    spec = backend_spec.loads(spec_text, format="yaml")
-    results = compare_quantizers(_fixture(fixture), lambda: backend_spec.quantizer(spec), models)
-    return [f"{r.name}: {d}" for r in results for d in r.differences]
+    return differences(backend_spec.loads(spec_text, format="yaml"), _fixture(fixture), models)
 
 
 class _Convs(torch.nn.Module):
@@ -257,17 +243,7 @@ def _probe_op(target, args, output):
     }
 
 
-ACT_QSPEC = {
-    "kind": "observed",
-    "dtype": "int8",
-    "quant_min": -128,
-    "quant_max": 127,
-    "qscheme": "per_tensor_affine",
-    "ch_axis": None,
-    "is_dynamic": False,
-    "observer": "HistogramObserver",
-    "kwargs": {"eps": 2**-12},
-}
+ACT_QSPEC = observed()
 
 
 def test_export_infers_when_from_chains_of_one_aten_chain_annotated_apart():
@@ -314,16 +290,7 @@ def test_export_infers_when_from_chains_of_one_aten_chain_annotated_apart():
 def test_bespec_export_of_the_vendor_style_quantizers_exports_and_verifies(
     tmp_path, factory, written
 ):
-    out = tmp_path / "spec.yaml"
-    done = subprocess.run(
-        [sys.executable, "-m", "backend_spec", "export", f"{FIXTURES / 'round3.py'}:{factory}"]
-        + ["-o", str(out)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        cwd=ROOT,
-        timeout=900,
-    )
+    done, out = export(tmp_path, f"{FIXTURES / 'round3.py'}:{factory}")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "verified:" in done.stderr
     assert written in out.read_text()

@@ -13,25 +13,18 @@ models the export never saw.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("torchao", reason="the pt2e extra (torchao) is not installed")
 
 import torch  # noqa: E402
+from _export_helpers import FIXTURES, bespec, differences, fixture, observed, unseen  # noqa: E402
 
 import backend_spec  # noqa: E402
 from backend_spec.export.quantizer.infer import infer  # noqa: E402
 from backend_spec.export.quantizer.probe import OVER_CONV  # noqa: E402
 from backend_spec.ir.lower import backend_of  # noqa: E402
 from backend_spec.pt2e.compare import compare_quantizers  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).parent / "fixtures" / "quantizers"
 
 ACT = "{dtype: quint8, scale_min_lower_bound: 0.000244140625, observer: histogram, qscheme: affine}"
 WEIGHT = (
@@ -76,12 +69,7 @@ LATER  - pattern: nn.Conv2d
 
 
 def _neighbours(name: str):
-    sys.path.insert(0, str(FIXTURES))
-    try:
-        import neighbours
-    finally:
-        sys.path.remove(str(FIXTURES))
-    return getattr(neighbours, name)
+    return fixture("neighbours", name)
 
 
 def _x86_float_linear():
@@ -231,17 +219,7 @@ def test_a_dynamic_config_with_a_quantized_output_propagates_in_version_8(versio
 
 # --- inference from probe data ----------------------------------------------------------------
 
-QSPEC = {
-    "kind": "observed",
-    "dtype": "uint8",
-    "quant_min": 0,
-    "quant_max": 255,
-    "qscheme": "per_tensor_affine",
-    "ch_axis": None,
-    "is_dynamic": False,
-    "observer": "HistogramObserver",
-    "kwargs": {},
-}
+QSPEC = observed(dtype="uint8", quant_min=0, quant_max=255, kwargs={})
 
 
 def _node(target, inputs=None, output=None, annotated=True):
@@ -321,18 +299,6 @@ def test_linear_chains_that_claim_conv_plus_linear_come_first(outranks):
 # --- slow: the real quantizer, exported and matched on unseen models -------------------------
 
 
-def _bespec(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "backend_spec", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=1200,
-    )
-
-
 #: (fixture, what its spec must say): X86's per-type overrides and its dynamic config, and
 #: XNNPACK's dynamic config (its depthwise and one-channel convs left float).
 EXPORTS = [
@@ -351,13 +317,8 @@ def test_x86_variants_export_and_match_unseen_models(tmp_path, fixture, written)
     depthwise convs, and the nets above)."""
     from backend_spec.pt2e import parity_nets
 
-    sys.path.insert(0, str(FIXTURES))
-    try:
-        import unseen
-    finally:
-        sys.path.remove(str(FIXTURES))
     out = tmp_path / "spec.yaml"
-    done = _bespec("export", f"{FIXTURES / 'neighbours.py'}:{fixture}", "-o", str(out))
+    done = bespec("export", f"{FIXTURES / 'neighbours.py'}:{fixture}", "-o", str(out))
     assert done.returncode == 0, done.stderr[-3000:]
     assert "verified:" in done.stderr
     text = out.read_text()
@@ -366,9 +327,8 @@ def test_x86_variants_export_and_match_unseen_models(tmp_path, fixture, written)
         linear_add = text.index("  - pattern: [F.linear, torch.add]\n")
         assert linear_add < text.index("  - pattern: [F.conv2d, torch.add]\n")
     # Not resnet18_net: X86 itself raises on it (one ReLU module called twice).
-    models = [*parity_nets.PARITY_NETS.items(), *unseen.UNSEEN, ("head", _head), ("thin", _thin)]
-    results = compare_quantizers(_neighbours(fixture), lambda: backend_spec.quantizer(out), models)
-    assert [f"{r.name}: {d}" for r in results for d in r.differences] == []
+    models = [*parity_nets.PARITY_NETS.items(), *unseen(), ("head", _head), ("thin", _thin)]
+    assert differences(out, _neighbours(fixture), models) == []
 
 
 # --- when on a tensor's size: dynamic XNNPACK's depthwise and one-channel convs ------------

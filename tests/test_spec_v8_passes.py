@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from _export_helpers import observed
 
 import backend_spec
 from backend_spec import SpecError
@@ -270,17 +271,7 @@ def test_the_standalone_module_takes_the_passes_from_its_caller():
     assert "aten.hardswish.default" not in {str(n.target) for n in graph.graph.nodes}
 
 
-_QSPEC = {
-    "kind": "observed",
-    "dtype": "int8",
-    "quant_min": -128,
-    "quant_max": 127,
-    "qscheme": "per_tensor_affine",
-    "ch_axis": None,
-    "is_dynamic": False,
-    "observer": "MinMaxObserver",
-    "kwargs": {},
-}
+_QSPEC = observed(observer="MinMaxObserver", kwargs={})
 
 
 def _annotated_op(target: str) -> dict:

@@ -1,0 +1,102 @@
+"""What the quantizer-export tests share: where their fixture quantizers live, one CLI run,
+the probe qspec records inference reads, and the comparison of a spec's quantizer with the
+original on models the export never saw. One copy, so a change of the CLI's environment or
+of the comparison is one edit."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).parent / "fixtures" / "quantizers"
+
+needs_executorch = pytest.mark.skipif(
+    importlib.util.find_spec("executorch") is None,
+    reason="executorch cannot be imported (pip install --no-deps executorch==1.5.1 "
+    "flatbuffers tabulate)",
+)
+
+
+def fixture(module: str, name: str | None = None) -> Any:
+    """``fixtures/quantizers/<module>.py`` (or its attribute ``name``), imported with the
+    fixture folder on the path only for the import."""
+    sys.path.insert(0, str(FIXTURES))
+    try:
+        loaded = __import__(module)
+    finally:
+        sys.path.remove(str(FIXTURES))
+    return loaded if name is None else getattr(loaded, name)
+
+
+def pythonpath(*extra: str) -> str:
+    """This checkout first, then ``extra``, then the caller's PYTHONPATH (where optional
+    delegate dependencies such as tosa_serializer may live)."""
+    parts = (str(ROOT), *extra, os.environ.get("PYTHONPATH", ""))
+    return os.pathsep.join(part for part in parts if part)
+
+
+def bespec(*args: str, cwd: Path = ROOT, timeout: int = 1800) -> subprocess.CompletedProcess:
+    """``python -m backend_spec ARGS`` in a child process, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "backend_spec", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": pythonpath()},
+        cwd=cwd,
+        timeout=timeout,
+    )
+
+
+def export(tmp_path: Path, ref: str, *extra: str) -> tuple[subprocess.CompletedProcess, Path]:
+    """``bespec export REF -o tmp_path/spec.yaml EXTRA``: the run and the file it writes."""
+    out = tmp_path / "spec.yaml"
+    return bespec("export", ref, "-o", str(out), *extra), out
+
+
+def observed(**changes: Any) -> dict[str, Any]:
+    """A probe record of an observed per-tensor int8 activation qspec (the shape
+    ``probe.describe`` writes), with ``changes`` applied."""
+    return {
+        "kind": "observed",
+        "dtype": "int8",
+        "quant_min": -128,
+        "quant_max": 127,
+        "qscheme": "per_tensor_affine",
+        "ch_axis": None,
+        "is_dynamic": False,
+        "observer": "HistogramObserver",
+        "kwargs": {"eps": 2**-12},
+        **changes,
+    }
+
+
+def differences(spec: Any, original: Any, models: Any) -> list[str]:
+    """``model: difference`` for each way the quantizer ``spec`` builds (a path or a loaded
+    backend) differs from the factory ``original`` on ``models`` (name, factory pairs)."""
+    import backend_spec
+    from backend_spec.pt2e.compare import compare_quantizers
+
+    results = compare_quantizers(original, lambda: backend_spec.quantizer(spec), models)
+    return [f"{r.name}: {d}" for r in results for d in r.differences]
+
+
+def named_models(*names: str) -> list[tuple[str, Any]]:
+    """The packaged nets and parity nets called ``names``."""
+    from backend_spec.pt2e import parity_nets
+    from backend_spec.pt2e.nets import NETS
+
+    models = {**NETS, **parity_nets.PARITY_NETS}
+    return [(name, models[name]) for name in names]
+
+
+def unseen() -> list[tuple[str, Any]]:
+    """The models of fixtures/quantizers/unseen.py (MobileNet-, transformer-, LSTM-,
+    U-Net-shaped...), which neither the probes nor export's verification contain."""
+    return fixture("unseen").UNSEEN
