@@ -621,13 +621,15 @@ class _Builder:
             options["customized_qrange"] = False
         for key in ("dtype", "qscheme", "quant_min", "quant_max", "ch_axis", "is_dynamic"):
             kwargs.pop(key, None)
-        if kwargs:
-            self.gap(label, f"its {role} observer takes {sorted(kwargs)}, which no spec key sets")
         observer, per_channel = _OBSERVERS.get(observer_class, (None, False))
         if observer is None:
-            self.gap(label, f"its {role} observer {observer_class} has no spec value")
+            self.gap(label, _unknown_observer(role, observer_class, kwargs, qspec))
         else:
             options["observer"] = observer
+            if kwargs:
+                self.gap(
+                    label, f"its {role} observer takes {sorted(kwargs)}, which no spec key sets"
+                )
         if per_channel or "per_channel" in qscheme:
             options["granularity"] = "per_channel"
             options["ch_axis"] = int(axis or 0)
@@ -635,6 +637,20 @@ class _Builder:
 
     def gap(self, op: str, what: str) -> None:
         self.inferred.gaps.append(Gap(op, what))
+
+
+def _unknown_observer(role: str, name: str, kwargs: dict[str, Any], qspec: dict[str, Any]) -> str:
+    """Why an observer class that no spec value names cannot be stated: its arguments, and
+    whether it converts itself (its own ``convert``: no quantize/dequantize nodes at all, so
+    no spec observer could give the same converted graph, whatever its qparams)."""
+    built = f" (built with {', '.join(sorted(kwargs))})" if kwargs else ""
+    what = f"its {role} observer {name}{built} has no spec value"
+    if qspec.get("converts"):
+        what += (
+            f": {name}.convert replaces the observed tensor itself at convert_pt2e instead of "
+            "quantize/dequantize nodes (a module of its own), which no spec observer does"
+        )
+    return what
 
 
 def rewrite_gaps(rewritten: dict[str, tuple[int, int]]) -> list[Gap]:
