@@ -769,3 +769,56 @@ def test_the_suite_folds_batch_norms_once_as_prepare_would():
     leaves = torch.utils._pytree.tree_leaves
     pairs = zip(leaves(folded(*parts.inputs)), leaves(suite(*parts.inputs)), strict=True)
     assert all(torch.allclose(a, b, atol=1e-5) for a, b in pairs)
+
+
+def _conv_op(observer: str, qscheme: str, ch_axis: int | None) -> dict:
+    activation = {
+        "kind": "observed",
+        "dtype": "uint8",
+        "quant_min": 0,
+        "quant_max": 255,
+        "qscheme": qscheme,
+        "ch_axis": ch_axis,
+        "is_dynamic": False,
+        "observer": observer,
+        "kwargs": {},
+    }
+    return {
+        "target": "aten.conv2d.default",
+        "annotated": True,
+        "inputs": {"0": activation},
+        "kinds": {"0": "act", "1": "param"},
+        "output": None,
+    }
+
+
+_PER_TENSOR = ("HistogramObserver", "per_tensor_affine", None)
+_PER_CHANNEL = ("PerChannelMinMaxObserver", "per_channel_affine", 1)
+
+
+@pytest.mark.parametrize(
+    ("depthwise", "one_channel", "gap"),
+    [
+        (
+            _PER_CHANNEL,
+            _PER_TENSOR,
+            "a depthwise conv (groups = input channels) has its input observed "
+            "per_channel_affine by PerChannelMinMaxObserver, ch_axis 1, a conv of a one-channel "
+            "input observed per_tensor_affine by HistogramObserver",
+        ),
+        (_PER_TENSOR, _PER_TENSOR, None),
+    ],
+    ids=["openvino-depthwise-per-channel", "alike"],
+)
+def test_a_depthwise_conv_annotated_unlike_a_one_channel_conv_is_named(depthwise, one_channel, gap):
+    """OpenVINO observes a depthwise conv's input per channel and a one-channel conv's per
+    tensor: `when: {weight.shape.1: 1}` matches both, so the gap says what differs."""
+    alone = {
+        "aten.conv2d.default": _unit([_conv_op(*_PER_TENSOR)]),
+        "aten.conv2d.default#depthwise": _unit([_conv_op(*depthwise)]),
+        "aten.conv2d.default#one_channel": _unit([_conv_op(*one_channel)]),
+    }
+    names = {"aten.conv2d.default": ("nn.Conv2d",)}
+    found = [g.what for g in infer({"alone": alone}, names, "t").gaps if "depthwise" in g.what]
+    assert found == ([] if gap is None else [found[0]])
+    assert gap is None or gap in found[0]

@@ -137,6 +137,7 @@ def infer(
         else:
             fusions.append((key, names))
     builder.thin_float = _thin_convs_float(probed)
+    builder.inferred.gaps += _depthwise_gaps(probed)
     builder.fusion_keys = [key for key, _names in fusions]
     builder.outranking = _outranks_conv(probed)
     for key, names in fusions:
@@ -683,6 +684,42 @@ def _thin_convs_float(probed: dict[str, Any]) -> bool:
     if any(v is None for v in variants) or not annotated(alone.get(_CONV2D, {}).get("ops", [])):
         return False
     return not any(annotated(v.get("ops", [])) for v in variants)
+
+
+def _depthwise_gaps(probed: dict[str, Any]) -> list[Gap]:
+    """The depthwise conv annotated otherwise than the conv of a one-channel input (OpenVINO's
+    quantizer observes a depthwise conv's input per channel, any other conv's per tensor):
+    both have one input channel per group, and ``when`` tests that (``weight.shape.1``) or an
+    argument's value, not ``groups`` equal to the input channels, so no entry tells them
+    apart. (Both annotated alike is :func:`_thin_convs_float`'s case, which ``when`` states.)"""
+    alone = probed.get("alone") or {}
+    depthwise, one_channel = (
+        (alone.get(f"{_CONV2D}#{suffix}") or {}).get("ops", [])[:1]
+        for suffix in ("depthwise", "one_channel")
+    )
+    if not depthwise or not one_channel or _qspecs_of(depthwise) == _qspecs_of(one_channel):
+        return []
+    shown = [_input_observer(ops[0]) for ops in (depthwise, one_channel)]
+    return [
+        Gap(
+            _CONV2D,
+            f"a depthwise conv (groups = input channels) has its input {shown[0]}, a conv of a "
+            f"one-channel input {shown[1]}: both have one input channel per group "
+            "(weight.shape.1 = 1), and `when` cannot test groups = input channels",
+        )
+    ]
+
+
+def _input_observer(op: dict[str, Any]) -> str:
+    """How an op's first input is observed, in words (``observed per_channel_symmetric by
+    PerChannelMinMaxObserver, ch_axis 1``)."""
+    qspec = (op.get("inputs") or {}).get("0")
+    if not qspec:
+        return "float"
+    if qspec.get("kind") != "observed":
+        return f"{qspec.get('kind')}"
+    axis = f", ch_axis {qspec['ch_axis']}" if "per_channel" in str(qspec.get("qscheme")) else ""
+    return f"observed {qspec.get('qscheme')} by {qspec.get('observer')}{axis}"
 
 
 def _first_op_only(probed: dict[str, Any], ops: list[dict[str, Any]]) -> bool:
