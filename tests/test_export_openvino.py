@@ -4,8 +4,9 @@ skipped where nncf is not installed.
 The quantizer fails by itself on a model with a LayerNorm (a per-channel observer on the
 norm's 1-D weight raises when calibrated): export leaves that model out, names it, and writes
 nothing when the spec of the rest cannot be verified. Its weight-only modes observe weights
-with nncf's own observer classes, built per node from nncf's analysis of the graph: a spec
-cannot name them, and the refusal says so.
+with nncf's own observer classes, built per node from nncf's analysis of the graph, which
+convert themselves (an OpenVINO decompressor module in the weight's place, no
+quantize/dequantize nodes): no spec observer does, and the refusal says so.
 """
 
 from __future__ import annotations
@@ -83,5 +84,7 @@ def test_the_default_config_names_the_model_it_fails_on_and_writes_nothing(tmp_p
 def test_a_weight_only_config_is_refused_naming_nncfs_observer(tmp_path):
     done, out = _export(tmp_path, "int8wo_sym")
     assert done.returncode != 0, done.stderr[-2000:]
-    assert "INT8WeightObserver has no spec value" in done.stderr
+    assert "INT8WeightObserver (built with wc_param) has no spec value" in done.stderr
+    assert "INT8WeightObserver.convert replaces the observed tensor itself" in done.stderr
+    assert "which no spec key sets" not in done.stderr
     assert not out.exists()

@@ -822,3 +822,28 @@ def test_a_depthwise_conv_annotated_unlike_a_one_channel_conv_is_named(depthwise
     found = [g.what for g in infer({"alone": alone}, names, "t").gaps if "depthwise" in g.what]
     assert found == ([] if gap is None else [found[0]])
     assert gap is None or gap in found[0]
+
+
+@pytest.mark.parametrize(
+    ("differences", "certain", "expected"),
+    [
+        ({"aten.linear.default": ["x"]}, True, True),
+        ({"aten.linear.default": ["x"], "aten.add.Tensor": ["y"]}, True, False),
+        ({"aten.linear.default": ["x"]}, False, False),
+        ({}, True, False),  # outputs differ with no op to blame: not explained by the gap
+    ],
+    ids=["all-on-the-gap", "another-op-differs", "gap-not-certain", "outputs-only"],
+)
+def test_alternatives_are_skipped_only_when_every_difference_is_a_certain_gap(
+    differences, certain, expected
+):
+    """A refusal is certain (no input sharing or stage tried) only when every differing
+    branch differs on ops whose observer no spec can state (nncf's self-converting one)."""
+    from backend_spec.export.quantizer import _only_certain
+    from backend_spec.export.quantizer.infer import Gap
+    from backend_spec.export.quantizer.verify import BranchResult
+
+    differing = BranchResult("mlp", differences, outputs_equal=False)
+    compared = [BranchResult("same"), differing]
+    gaps = [Gap("aten.linear.default@nn.Linear", "its weight observer ...", certain)]
+    assert _only_certain(compared, gaps) is expected

@@ -301,7 +301,7 @@ class _Flow:
             result.error = f"spec: {spec_run.error}"
             result.bug = _failing_ops(self.suite, spec_run.error)
             return result
-        if not all(r.identical for r in compared):
+        if not all(r.identical for r in compared) and not _only_certain(compared, inferred.gaps):
             # The one choice the probes do not show: whether an input reuses its producer's
             # observer of another qspec (FX, the default) or is observed again (torchao's rule
             # for the quantizer's own qspecs). The verifier decides; when neither matches
@@ -313,7 +313,7 @@ class _Flow:
                 if not tried[1].error and _differing(tried[2]) < _differing(compared):
                     candidate, spec_run, compared = tried
                     result.text = alternative
-        if not all(r.identical for r in compared):
+        if not all(r.identical for r in compared) and not _only_certain(compared, inferred.gaps):
             staged = self.staged(result.text)
             if staged is not None:
                 tried = self.check(staged)
@@ -394,6 +394,18 @@ class _Flow:
             else compare_runs(self.suite, labels, self.original, spec_run, where)
         )
         return candidate, spec_run, compared
+
+
+def _only_certain(compared: list[BranchResult], gaps: list[Gap]) -> bool:
+    """Whether every difference is on an op that no spec quantizes as the quantizer does (a
+    certain gap: nncf's weight observers convert themselves). Then no other choice of the
+    spec (input sharing, annotation stages) can verify it or name fewer ops, and trying
+    them would cost full runs of the suite for nothing: the refusal is certain."""
+    certain = {gap.op.split("@")[0].split(">")[0] for gap in gaps if gap.certain}
+    differing = [result for result in compared if not result.identical]
+    return bool(certain) and all(
+        result.differences and set(result.differences) <= certain for result in differing
+    )
 
 
 def _differing(compared: list[BranchResult]) -> int:

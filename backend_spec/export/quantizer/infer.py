@@ -89,6 +89,9 @@ class Gap:
 
     op: str
     what: str
+    #: Whether no spec can quantize the op as the quantizer does, whatever else it says (an
+    #: observer that converts itself): where the op is quantized, verification must differ.
+    certain: bool = False
 
 
 @dataclass
@@ -624,7 +627,8 @@ class _Builder:
             kwargs.pop(key, None)
         observer, per_channel = _OBSERVERS.get(observer_class, (None, False))
         if observer is None:
-            self.gap(label, _unknown_observer(role, observer_class, kwargs, qspec))
+            what = _unknown_observer(role, observer_class, kwargs, qspec)
+            self.gap(label, what, certain=bool(qspec.get("converts")))
         else:
             options["observer"] = observer
             if kwargs:
@@ -636,8 +640,8 @@ class _Builder:
             options["ch_axis"] = int(axis or 0)
         return DTypeMapping.of(dtype, options)
 
-    def gap(self, op: str, what: str) -> None:
-        self.inferred.gaps.append(Gap(op, what))
+    def gap(self, op: str, what: str, certain: bool = False) -> None:
+        self.inferred.gaps.append(Gap(op, what, certain))
 
 
 def _unknown_observer(role: str, name: str, kwargs: dict[str, Any], qspec: dict[str, Any]) -> str:
