@@ -78,6 +78,9 @@ def test_the_default_config_names_the_model_it_fails_on_and_writes_nothing(tmp_p
     done, out = _export(tmp_path, "int8_sym")
     assert done.returncode != 0, done.stderr[-2000:]
     assert "the quantizer itself fails on models transformer" in done.stderr
+    # nncf observes a depthwise conv's input per channel, a one-channel conv's per tensor.
+    assert "a depthwise conv (groups = input channels) has its input observed" in done.stderr
+    assert "`when` cannot test groups = input channels" in done.stderr
     assert "nothing was written" in done.stderr
     assert not out.exists()
 
