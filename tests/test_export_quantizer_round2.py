@@ -847,3 +847,47 @@ def test_alternatives_are_skipped_only_when_every_difference_is_a_certain_gap(
     compared = [BranchResult("same"), differing]
     gaps = [Gap("aten.linear.default@nn.Linear", "its weight observer ...", certain)]
     assert _only_certain(compared, gaps) is expected
+
+
+@pytest.mark.parametrize(
+    ("quant_min", "quant_max", "gap"),
+    [
+        (0, 255, "its weight qspec says int8 with the range [0, 255], outside the dtype's"),
+        (-127, 127, None),
+    ],
+    ids=["uint8-range-on-int8", "narrow-int8"],
+)
+def test_a_weight_range_outside_its_dtype_is_a_gap_and_the_spec_still_loads(
+    tmp_path, quant_min, quant_max, gap
+):
+    """nncf's asymmetric weight qspec says int8 with [0, 255]: written as bounds, the spec
+    was invalid (BS212) and export crashed; it is a gap, and the spec loads."""
+    import backend_spec
+    from backend_spec.export import dump
+
+    weight = {
+        "kind": "observed",
+        "dtype": "int8",
+        "quant_min": quant_min,
+        "quant_max": quant_max,
+        "qscheme": "per_channel_affine",
+        "ch_axis": 0,
+        "is_dynamic": False,
+        "observer": "PerChannelMinMaxObserver",
+        "kwargs": {},
+    }
+    op = {
+        "target": "aten.linear.default",
+        "annotated": True,
+        "inputs": {"1": weight},
+        "kinds": {"0": "act", "1": "param"},
+        "output": None,
+    }
+    probed = {"alone": {"aten.linear.default": _unit([op])}}
+    inferred = infer(probed, {"aten.linear.default": ("F.linear",)}, "t")
+    ranges = [g.what for g in inferred.gaps if "outside the dtype" in g.what]
+    assert len(ranges) == (gap is not None)
+    assert gap is None or gap in ranges[0]
+    path = tmp_path / "spec.yaml"
+    path.write_text(dump(inferred.backend_config, "yaml", name="t"), encoding="utf-8")
+    backend_spec.load(path)

@@ -588,10 +588,16 @@ class _Builder:
             return DTypeMapping(dtype)
         options: dict[str, Any] = {}
         lo, hi = _FULL_RANGE[dtype]
-        if qspec.get("quant_min") is not None and qspec["quant_min"] != lo:
-            options["quant_min_lower_bound"] = qspec["quant_min"]
-        if qspec.get("quant_max") is not None and qspec["quant_max"] != hi:
-            options["quant_max_upper_bound"] = qspec["quant_max"]
+        outside = _outside_range(qspec, lo, hi)
+        if outside:
+            # nncf's asymmetric weights say int8 with uint8's range [0, 255]: no spec dtype
+            # has it, and bounds outside the dtype would make the spec invalid (BS212).
+            self.gap(label, f"its {role} qspec says {qspec['dtype']} with {outside}")
+        else:
+            if qspec.get("quant_min") is not None and qspec["quant_min"] != lo:
+                options["quant_min_lower_bound"] = qspec["quant_min"]
+            if qspec.get("quant_max") is not None and qspec["quant_max"] != hi:
+                options["quant_max_upper_bound"] = qspec["quant_max"]
         qscheme = qspec.get("qscheme") or ""
         options["qscheme"] = "symmetric" if "symmetric" in qscheme else "affine"
         if qspec["kind"] == "fixed":
@@ -642,6 +648,14 @@ class _Builder:
 
     def gap(self, op: str, what: str, certain: bool = False) -> None:
         self.inferred.gaps.append(Gap(op, what, certain))
+
+
+def _outside_range(qspec: dict[str, Any], lo: int, hi: int) -> str:
+    """The qspec's quant range, in words, when it leaves its dtype's ``[lo, hi]``; "" if not."""
+    low, high = qspec.get("quant_min"), qspec.get("quant_max")
+    if (low is None or low >= lo) and (high is None or high <= hi):
+        return ""
+    return f"the range [{low}, {high}], outside the dtype's [{lo}, {hi}]"
 
 
 def _unknown_observer(role: str, name: str, kwargs: dict[str, Any], qspec: dict[str, Any]) -> str:
