@@ -807,16 +807,25 @@ _PER_CHANNEL = ("PerChannelMinMaxObserver", "per_channel_affine", 1)
             "input observed per_tensor_affine by HistogramObserver",
         ),
         (_PER_TENSOR, _PER_TENSOR, None),
+        # Float inputs, weights observed per node (nncf's weight-only modes): not this gap.
+        ("float", "float", None),
     ],
-    ids=["openvino-depthwise-per-channel", "alike"],
+    ids=["openvino-depthwise-per-channel", "alike", "weights-differ-only"],
 )
 def test_a_depthwise_conv_annotated_unlike_a_one_channel_conv_is_named(depthwise, one_channel, gap):
     """OpenVINO observes a depthwise conv's input per channel and a one-channel conv's per
     tensor: `when: {weight.shape.1: 1}` matches both, so the gap says what differs."""
+    variants = []
+    for index, made in enumerate((depthwise, one_channel)):
+        op = _conv_op(*(made if made != "float" else _PER_TENSOR))
+        if made == "float":
+            weight = {**op["inputs"]["0"], "kwargs": {"wc_param": f"node {index}"}}
+            op["inputs"] = {"1": weight}
+        variants.append(op)
     alone = {
         "aten.conv2d.default": _unit([_conv_op(*_PER_TENSOR)]),
-        "aten.conv2d.default#depthwise": _unit([_conv_op(*depthwise)]),
-        "aten.conv2d.default#one_channel": _unit([_conv_op(*one_channel)]),
+        "aten.conv2d.default#depthwise": _unit([variants[0]]),
+        "aten.conv2d.default#one_channel": _unit([variants[1]]),
     }
     names = {"aten.conv2d.default": ("nn.Conv2d",)}
     found = [g.what for g in infer({"alone": alone}, names, "t").gaps if "depthwise" in g.what]

@@ -715,7 +715,15 @@ def _depthwise_gaps(probed: dict[str, Any]) -> list[Gap]:
         (alone.get(f"{_CONV2D}#{suffix}") or {}).get("ops", [])[:1]
         for suffix in ("depthwise", "one_channel")
     )
-    if not depthwise or not one_channel or _qspecs_of(depthwise) == _qspecs_of(one_channel):
+    if not depthwise or not one_channel:
+        return []
+    # The activation's qspecs only: a weight observer built per node (nncf's, from that
+    # node's weight) differs between any two convs, which this gap is not about.
+    activation = [
+        json.dumps([ops[0]["inputs"].get("0"), ops[0]["output"]], sort_keys=True)
+        for ops in (depthwise, one_channel)
+    ]
+    if activation[0] == activation[1]:
         return []
     shown = [_input_observer(ops[0]) for ops in (depthwise, one_channel)]
     return [
