@@ -532,7 +532,10 @@ def test_a_refusal_names_each_differing_op_and_the_gaps():
     from backend_spec.export.quantizer.verify import BranchResult
 
     gap = Gap("aten.conv2d.default", "its bias is quantized")
-    inferred = Inferred(BackendConfig("t"), gaps=[gap])
+    weights = [
+        Gap(f"aten.op{i}.default", "its weight observer W has no spec value") for i in range(8)
+    ]
+    inferred = Inferred(BackendConfig("t"), gaps=[gap, *weights])
     model = BranchResult("mlp", {"aten.linear.default": ["linear: out[0.1,3] vs float"]})
     probe_result = BranchResult("alone:aten.cat.default", outputs_equal=False)
     result = QuantizerExport("text", inferred, models=[model], probes=[probe_result])
@@ -541,6 +544,9 @@ def test_a_refusal_names_each_differing_op_and_the_gaps():
     assert "cannot express the quantizer on 2 ops: aten.linear.default, (outputs)" in text
     assert "mlp: linear: out[0.1,3] vs float" in text
     assert "aten.conv2d.default: its bias is quantized" in text
+    # One line per reason, its ops listed together (six, the rest counted).
+    shown = ", ".join(f"aten.op{i}.default" for i in range(6))
+    assert f"  {shown} and 2 more: its weight observer W has no spec value\n" in text
     assert text.endswith("nothing was written\n")
 
 

@@ -309,6 +309,7 @@ def test_a_quantizer_failing_on_a_graph_without_ops_is_not_bisected(monkeypatch)
     torchao 0.18 changed): one run on a graph without ops says so, instead of dozens of
     halving runs that end in the same error."""
     from backend_spec.export.quantizer import _without_failing, verify
+    from backend_spec.export.quantizer.verify import Run
 
     runs = []
     real_run = verify.run
@@ -320,6 +321,6 @@ def test_a_quantizer_failing_on_a_graph_without_ops_is_not_bisected(monkeypatch)
     suite = probe.export_suite(parts).module(check_guards=False)
     with pytest.raises(ValueError, match="fails on any model, even one without ops"):
         _without_failing(
-            suite, _always_fails, (tuple(parts.inputs), set()), branches, "error", False
+            suite, _always_fails, (tuple(parts.inputs), set()), branches, Run({}, (), "e"), False
         )
     assert runs == []  # the bisection (verify.run) never started

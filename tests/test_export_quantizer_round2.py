@@ -355,6 +355,7 @@ def test_a_failing_op_is_isolated_with_all_its_probes_and_the_models_named():
     from backend_spec.cli.render.quantizer_export import render_left_out
     from backend_spec.export.quantizer import QuantizerExport, _without_failing
     from backend_spec.export.quantizer.infer import Inferred
+    from backend_spec.export.quantizer.verify import Run
 
     parts = probe.SuiteParts()
     made = [
@@ -374,8 +375,9 @@ def test_a_failing_op_is_isolated_with_all_its_probes_and_the_models_named():
         parts.add(branch, module, (torch.randn(2, 4),))
     suite = probe.export_suite(parts).module(check_guards=False)
     branches = [branch for branch, _ in made]
+    failed = Run({}, (), "error")
     _rest, dropped = _without_failing(
-        suite, _fails_on_sigmoid, (tuple(parts.inputs), None), branches, "error", False
+        suite, _fails_on_sigmoid, (tuple(parts.inputs), None), branches, failed, False
     )
     assert dropped == {1, 2, 4}
     from backend_spec._torch import BackendConfig
@@ -447,6 +449,42 @@ def test_a_branch_is_left_out_only_when_it_fails_the_run_the_export_makes(conver
     assert run(suite, _per_channel_norm_weight(), inputs, converted).error
     found = failing_branches(suite, _per_channel_norm_weight, inputs, 3, converted=converted)
     assert found == expected
+
+
+def test_a_failure_after_prepare_is_searched_among_the_calibrated_branches_only(monkeypatch):
+    """A run that prepared the whole suite and failed in calibration can only fail on the
+    branches it calibrated (the models): the search runs those alone, never the probes (with
+    OpenVINO's quantizer a trial of the probes is a run of nncf on hundreds of them)."""
+    from backend_spec.export.quantizer import _without_failing
+    from backend_spec.export.quantizer import verify as verify_module
+
+    parts = probe.SuiteParts()
+    made = [
+        ("mlp", torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())),
+        ("normed", torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4))),
+        ("alone:aten.layer_norm.default", torch.nn.LayerNorm(4)),
+    ]
+    branches = [probe.Branch(label) for label, _ in made]
+    for branch, (_, module) in zip(branches, made, strict=True):
+        parts.add(branch, module, (torch.randn(2, 4),))
+    suite = probe.export_suite(parts).module(check_guards=False)
+    inputs, converted = tuple(parts.inputs), {0, 1}
+    failed = verify_module.run(suite, _per_channel_norm_weight(), inputs, converted)
+    assert failed.error and failed.after_prepare
+    tried: list[set[int]] = []
+    real_run = verify_module.run
+
+    def recorded(module, *args, **kwargs):
+        found = {probe.branch_of(n) for n in module.graph.nodes if n.op == "call_function"}
+        tried.append({where[0] for where in found if where is not None})
+        return real_run(module, *args, **kwargs)
+
+    monkeypatch.setattr(verify_module, "run", recorded)
+    _rest, dropped = _without_failing(
+        suite, _per_channel_norm_weight, (inputs, converted), branches, failed, False
+    )
+    assert dropped == {1}
+    assert tried and all(2 not in kept for kept in tried)
 
 
 # --- slow: one CLI export per quantizer ----------------------------------------------------
@@ -586,3 +624,230 @@ def test_an_observer_eps_below_the_default_is_written_and_rebuilt(tmp_path, eps)
     prepared = prepare_pt2e(model, backend_spec.quantizer(backend_spec.load(path)))
     found = {float(m.eps) for m in prepared.modules() if hasattr(m, "eps")}
     assert found == {float(torch.tensor(eps, dtype=torch.float32))}
+
+
+def _observer_classes():
+    """An observer converting itself (like nncf's INT8WeightObserver: ``convert`` puts a module
+    of its own in the weight's place), and one that does not; neither has a spec value."""
+    from torchao.quantization.pt2e.observer import PerChannelMinMaxObserver
+
+    class SelfConverting(PerChannelMinMaxObserver):
+        def convert(self, model, observer_node):
+            """Replaces the observer node with a module of its own."""
+
+    class Plain(PerChannelMinMaxObserver):
+        pass
+
+    return SelfConverting, Plain, PerChannelMinMaxObserver
+
+
+@pytest.mark.parametrize(
+    ("which", "kwargs", "expected", "absent"),
+    [
+        (
+            0,
+            {"wc_param": 3},
+            "its weight observer SelfConverting (built with wc_param) has no spec value: "
+            "SelfConverting.convert replaces the observed tensor itself",
+            "which no spec key sets",
+        ),
+        (1, {}, "its weight observer Plain has no spec value", "convert"),
+        (2, {"wc_param": 3}, "its weight observer takes ['wc_param'], which no spec key sets", "="),
+    ],
+    ids=["converts-itself", "unknown-class", "known-class-odd-argument"],
+)
+def test_a_weight_observer_the_format_cannot_name_is_refused_with_the_reason(
+    which, kwargs, expected, absent
+):
+    """One gap per observer the format lacks, saying why: an unknown class with its arguments,
+    and when it converts itself, that no spec observer gives its converted graph; the
+    arguments of a known class are named on their own."""
+    from torchao.quantization.pt2e.quantizer import QuantizationSpec
+
+    observer = _observer_classes()[which]
+    qspec = QuantizationSpec(
+        dtype=torch.int8,
+        observer_or_fake_quant_ctr=observer.with_args(**kwargs),
+        quant_min=-128,
+        quant_max=127,
+        qscheme=torch.per_channel_symmetric,
+        ch_axis=0,
+    )
+    weight = probe.describe_qspec(qspec, None, {})
+    assert weight.get("converts", False) is (which == 0)
+    op = {
+        "target": "aten.linear.default",
+        "annotated": True,
+        "inputs": {"1": weight},
+        "kinds": {"0": "act", "1": "param"},
+        "output": None,
+    }
+    probed = {"alone": {"aten.linear.default": _unit([op])}}
+    gaps = [gap.what for gap in infer(probed, {"aten.linear.default": ("F.linear",)}, "t").gaps]
+    assert len(gaps) == 1
+    assert expected in gaps[0] and absent not in gaps[0]
+
+
+def test_the_suite_folds_batch_norms_once_as_prepare_would():
+    """Folding conv-bn and linear-bn once (one dead-code pass) gives the graph and weights that
+    prepare_pt2e's own folding gives, and leaves that folding nothing to do."""
+    import copy
+
+    from torchao.quantization.pt2e.utils import _fuse_conv_bn_, _fuse_linear_bn_
+
+    parts = probe.SuiteParts()
+    conv_bn = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4))
+    linear_bn = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
+    for label, module, shape in [("c", conv_bn, (1, 3, 6, 6)), ("l", linear_bn, (2, 4))]:
+        for child in module.children():
+            if isinstance(child, torch.nn.modules.batchnorm._BatchNorm):
+                child.running_mean.uniform_(-1, 1)
+                child.running_var.uniform_(0.5, 2)
+        parts.add(probe.Branch(label), module.eval(), (torch.randn(*shape),))
+    suite = probe.export_suite(parts).module(check_guards=False)
+    expected = copy.deepcopy(suite)
+    _fuse_conv_bn_(expected)
+    _fuse_linear_bn_(expected)
+    folded = probe.fold_batch_norms(copy.deepcopy(suite))
+    assert folded.code == expected.code != suite.code
+    state = dict(folded.state_dict())
+    assert state.keys() == expected.state_dict().keys()
+    assert all(torch.equal(v, expected.state_dict()[k]) for k, v in state.items())
+    again = copy.deepcopy(folded)
+    _fuse_conv_bn_(again)
+    _fuse_linear_bn_(again)
+    assert again.code == folded.code
+    leaves = torch.utils._pytree.tree_leaves
+    pairs = zip(leaves(folded(*parts.inputs)), leaves(suite(*parts.inputs)), strict=True)
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in pairs)
+
+
+def _conv_op(observer: str, qscheme: str, ch_axis: int | None) -> dict:
+    activation = {
+        "kind": "observed",
+        "dtype": "uint8",
+        "quant_min": 0,
+        "quant_max": 255,
+        "qscheme": qscheme,
+        "ch_axis": ch_axis,
+        "is_dynamic": False,
+        "observer": observer,
+        "kwargs": {},
+    }
+    return {
+        "target": "aten.conv2d.default",
+        "annotated": True,
+        "inputs": {"0": activation},
+        "kinds": {"0": "act", "1": "param"},
+        "output": None,
+    }
+
+
+_PER_TENSOR = ("HistogramObserver", "per_tensor_affine", None)
+_PER_CHANNEL = ("PerChannelMinMaxObserver", "per_channel_affine", 1)
+
+
+@pytest.mark.parametrize(
+    ("depthwise", "one_channel", "gap"),
+    [
+        (
+            _PER_CHANNEL,
+            _PER_TENSOR,
+            "a depthwise conv (groups = input channels) has its input observed "
+            "per_channel_affine by PerChannelMinMaxObserver, ch_axis 1, a conv of a one-channel "
+            "input observed per_tensor_affine by HistogramObserver",
+        ),
+        (_PER_TENSOR, _PER_TENSOR, None),
+        # Float inputs, weights observed per node (nncf's weight-only modes): not this gap.
+        ("float", "float", None),
+    ],
+    ids=["openvino-depthwise-per-channel", "alike", "weights-differ-only"],
+)
+def test_a_depthwise_conv_annotated_unlike_a_one_channel_conv_is_named(depthwise, one_channel, gap):
+    """OpenVINO observes a depthwise conv's input per channel and a one-channel conv's per
+    tensor: `when: {weight.shape.1: 1}` matches both, so the gap says what differs."""
+    variants = []
+    for index, made in enumerate((depthwise, one_channel)):
+        op = _conv_op(*(made if made != "float" else _PER_TENSOR))
+        if made == "float":
+            weight = {**op["inputs"]["0"], "kwargs": {"wc_param": f"node {index}"}}
+            op["inputs"] = {"1": weight}
+        variants.append(op)
+    alone = {
+        "aten.conv2d.default": _unit([_conv_op(*_PER_TENSOR)]),
+        "aten.conv2d.default#depthwise": _unit([variants[0]]),
+        "aten.conv2d.default#one_channel": _unit([variants[1]]),
+    }
+    names = {"aten.conv2d.default": ("nn.Conv2d",)}
+    found = [g.what for g in infer({"alone": alone}, names, "t").gaps if "depthwise" in g.what]
+    assert found == ([] if gap is None else [found[0]])
+    assert gap is None or gap in found[0]
+
+
+@pytest.mark.parametrize(
+    ("differences", "certain", "expected"),
+    [
+        ({"aten.linear.default": ["x"]}, True, True),
+        ({"aten.linear.default": ["x"], "aten.add.Tensor": ["y"]}, True, False),
+        ({"aten.linear.default": ["x"]}, False, False),
+        ({}, True, False),  # outputs differ with no op to blame: not explained by the gap
+    ],
+    ids=["all-on-the-gap", "another-op-differs", "gap-not-certain", "outputs-only"],
+)
+def test_alternatives_are_skipped_only_when_every_difference_is_a_certain_gap(
+    differences, certain, expected
+):
+    """A refusal is certain (no input sharing or stage tried) only when every differing
+    branch differs on ops whose observer no spec can state (nncf's self-converting one)."""
+    from backend_spec.export.quantizer import _only_certain
+    from backend_spec.export.quantizer.infer import Gap
+    from backend_spec.export.quantizer.verify import BranchResult
+
+    differing = BranchResult("mlp", differences, outputs_equal=False)
+    compared = [BranchResult("same"), differing]
+    gaps = [Gap("aten.linear.default@nn.Linear", "its weight observer ...", certain)]
+    assert _only_certain(compared, gaps) is expected
+
+
+@pytest.mark.parametrize(
+    ("quant_min", "quant_max", "gap"),
+    [
+        (0, 255, "its weight qspec says int8 with the range [0, 255], outside the dtype's"),
+        (-127, 127, None),
+    ],
+    ids=["uint8-range-on-int8", "narrow-int8"],
+)
+def test_a_weight_range_outside_its_dtype_is_a_gap_and_the_spec_still_loads(
+    tmp_path, quant_min, quant_max, gap
+):
+    """nncf's asymmetric weight qspec says int8 with [0, 255]: written as bounds, the spec
+    was invalid (BS212) and export crashed; it is a gap, and the spec loads."""
+    import backend_spec
+    from backend_spec.export import dump
+
+    weight = {
+        "kind": "observed",
+        "dtype": "int8",
+        "quant_min": quant_min,
+        "quant_max": quant_max,
+        "qscheme": "per_channel_affine",
+        "ch_axis": 0,
+        "is_dynamic": False,
+        "observer": "PerChannelMinMaxObserver",
+        "kwargs": {},
+    }
+    op = {
+        "target": "aten.linear.default",
+        "annotated": True,
+        "inputs": {"1": weight},
+        "kinds": {"0": "act", "1": "param"},
+        "output": None,
+    }
+    probed = {"alone": {"aten.linear.default": _unit([op])}}
+    inferred = infer(probed, {"aten.linear.default": ("F.linear",)}, "t")
+    ranges = [g.what for g in inferred.gaps if "outside the dtype" in g.what]
+    assert len(ranges) == (gap is not None)
+    assert gap is None or gap in ranges[0]
+    path = tmp_path / "spec.yaml"
+    path.write_text(dump(inferred.backend_config, "yaml", name="t"), encoding="utf-8")
+    backend_spec.load(path)

@@ -56,6 +56,30 @@ def render_crash(exc: BaseException) -> str:
     return f"error: bespec bug: export failed: {what} (please report it)\nnothing was written\n"
 
 
+#: Ops named per gap line (the rest are counted): a weight observer no spec names is one gap
+#: for every spelling and fusion of every weighted op (OpenVINO's weight-only modes: 29).
+SHOWN_OPS_PER_GAP = 6
+
+
+def _gap_lines(gaps: list[Any]) -> list[str]:
+    """What the format could not say, one line per reason with the ops it holds for (ops
+    that share the same reasons are listed together)."""
+    by_op: dict[str, list[str]] = {}
+    for gap in gaps:
+        by_op.setdefault(gap.op, []).append(gap.what)
+    by_what: dict[str, list[str]] = {}
+    for op, what in by_op.items():
+        by_what.setdefault("; ".join(dict.fromkeys(what)), []).append(op)
+    if not by_what:
+        return []
+    lines = ["note: inference found what the format cannot say:"]
+    for what, ops in by_what.items():
+        shown = ", ".join(ops[:SHOWN_OPS_PER_GAP])
+        more = f" and {len(ops) - SHOWN_OPS_PER_GAP} more" if len(ops) > SHOWN_OPS_PER_GAP else ""
+        lines.append(f"  {escape(shown + more)}: {escape(what)}")
+    return lines
+
+
 def render_refusal(result: Any) -> str:
     """Why the spec was not written: the crash, or each differing ATen op with examples, and
     the gaps inference found (what the format could not say)."""
@@ -78,13 +102,7 @@ def render_refusal(result: Any) -> str:
             lines += [f"    {escape(line)}" for line in found[:SHOWN_PER_OP]]
             if len(found) > SHOWN_PER_OP:
                 lines.append(f"    ... and {len(found) - SHOWN_PER_OP} more")
-    gaps = {}
-    for gap in result.gaps():
-        gaps.setdefault(gap.op, []).append(gap.what)
-    if gaps:
-        lines.append("note: inference found what the format cannot say:")
-        for op, what in gaps.items():
-            lines.append(f"  {escape(op)}: {escape('; '.join(dict.fromkeys(what)))}")
+    lines += _gap_lines(result.gaps())
     if result.left_out:
         lines.append(render_left_out(result).rstrip("\n"))
     if getattr(result, "pipeline", ""):

@@ -224,7 +224,7 @@ class _Flow:
                 self.factory,
                 (self.inputs, self.models),
                 self.branches,
-                self.original.error,
+                self.original,
                 self.qat,
             )
             self.recorder = probe.recording(self.factory(), candidates)
@@ -263,7 +263,7 @@ class _Flow:
             # leave those units out; the conv probes refine, the main suite's results stand.
             try:
                 suite, _ = _without_failing(
-                    suite, self.factory, (inputs, set()), parts.branches, original.error, self.qat
+                    suite, self.factory, (inputs, set()), parts.branches, original, self.qat
                 )
             except ValueError:
                 return None
@@ -301,7 +301,7 @@ class _Flow:
             result.error = f"spec: {spec_run.error}"
             result.bug = _failing_ops(self.suite, spec_run.error)
             return result
-        if not all(r.identical for r in compared):
+        if not all(r.identical for r in compared) and not _only_certain(compared, inferred.gaps):
             # The one choice the probes do not show: whether an input reuses its producer's
             # observer of another qspec (FX, the default) or is observed again (torchao's rule
             # for the quantizer's own qspecs). The verifier decides; when neither matches
@@ -313,7 +313,7 @@ class _Flow:
                 if not tried[1].error and _differing(tried[2]) < _differing(compared):
                     candidate, spec_run, compared = tried
                     result.text = alternative
-        if not all(r.identical for r in compared):
+        if not all(r.identical for r in compared) and not _only_certain(compared, inferred.gaps):
             staged = self.staged(result.text)
             if staged is not None:
                 tried = self.check(staged)
@@ -394,6 +394,18 @@ class _Flow:
             else compare_runs(self.suite, labels, self.original, spec_run, where)
         )
         return candidate, spec_run, compared
+
+
+def _only_certain(compared: list[BranchResult], gaps: list[Gap]) -> bool:
+    """Whether every difference is on an op that no spec quantizes as the quantizer does (a
+    certain gap: nncf's weight observers convert themselves). Then no other choice of the
+    spec (input sharing, annotation stages) can verify it or name fewer ops, and trying
+    them would cost full runs of the suite for nothing: the refusal is certain."""
+    certain = {gap.op.split("@")[0].split(">")[0] for gap in gaps if gap.certain}
+    differing = [result for result in compared if not result.identical]
+    return bool(certain) and all(
+        result.differences and set(result.differences) <= certain for result in differing
+    )
 
 
 def _differing(compared: list[BranchResult]) -> int:
@@ -516,14 +528,18 @@ def _without_failing(
     factory: Callable[[], Any],
     run_as: tuple[tuple, set[int] | None],
     branches: list,
-    error: str,
+    failed: Any,
     qat: bool,
 ) -> tuple[Any, set[int]]:
     """The suite without the branches the quantizer fails on by itself (a quantizer's own bug
     on one op or model must not stop the export of the rest), and their indices. The probes
     of one unit (every context) are searched as one group, each model as its own.
-    ``run_as`` is the failing run's (inputs, converted branches), which each trial repeats."""
+    ``run_as`` is the failing run's (inputs, converted branches), which each trial repeats;
+    ``failed`` is that run. When it failed after ``prepare`` succeeded (OpenVINO's observer
+    on a LayerNorm bias raises when calibrated), only the calibrated branches are searched:
+    each trial then runs a few models, not the hundreds of probes."""
     inputs, converted = run_as
+    error = failed.error
     from backend_spec.export.quantizer.verify import failing_branches, without
 
     # A quantizer that fails on a graph without a single op fails by itself on any model
@@ -537,6 +553,8 @@ def _without_failing(
         unit = branch.unit.split("#")[0].split("@")[0] if branch.unit else None
         grouped.setdefault(unit or f"model:{branch.label}", []).append(index)
     groups = list(grouped.values())
+    if failed.after_prepare and converted is not None:
+        groups = [group for group in groups if converted.intersection(group)]
     dropped = failing_branches(suite, factory, inputs, len(branches), qat, groups, converted)
     if not dropped:
         what = "" if dropped is None else " (no branch fails alone)"
@@ -698,5 +716,7 @@ def probe_suite(qat: bool = False) -> Suite:
     from backend_spec.export.quantizer import probe
 
     parts, unit_names = _parts()
-    exported = probe.export_suite(parts, train=qat)
-    return exported.module(check_guards=False), parts.branches, unit_names, tuple(parts.inputs)
+    module = probe.export_suite(parts, train=qat).module(check_guards=False)
+    if not qat:  # prepare_pt2e's BatchNorm folding, done once for every run on the suite
+        module = probe.fold_batch_norms(module)
+    return module, parts.branches, unit_names, tuple(parts.inputs)

@@ -89,6 +89,9 @@ class Gap:
 
     op: str
     what: str
+    #: Whether no spec can quantize the op as the quantizer does, whatever else it says (an
+    #: observer that converts itself): where the op is quantized, verification must differ.
+    certain: bool = False
 
 
 @dataclass
@@ -137,6 +140,7 @@ def infer(
         else:
             fusions.append((key, names))
     builder.thin_float = _thin_convs_float(probed)
+    builder.inferred.gaps += _depthwise_gaps(probed)
     builder.fusion_keys = [key for key, _names in fusions]
     builder.outranking = _outranks_conv(probed)
     for key, names in fusions:
@@ -584,10 +588,16 @@ class _Builder:
             return DTypeMapping(dtype)
         options: dict[str, Any] = {}
         lo, hi = _FULL_RANGE[dtype]
-        if qspec.get("quant_min") is not None and qspec["quant_min"] != lo:
-            options["quant_min_lower_bound"] = qspec["quant_min"]
-        if qspec.get("quant_max") is not None and qspec["quant_max"] != hi:
-            options["quant_max_upper_bound"] = qspec["quant_max"]
+        outside = _outside_range(qspec, lo, hi)
+        if outside:
+            # nncf's asymmetric weights say int8 with uint8's range [0, 255]: no spec dtype
+            # has it, and bounds outside the dtype would make the spec invalid (BS212).
+            self.gap(label, f"its {role} qspec says {qspec['dtype']} with {outside}")
+        else:
+            if qspec.get("quant_min") is not None and qspec["quant_min"] != lo:
+                options["quant_min_lower_bound"] = qspec["quant_min"]
+            if qspec.get("quant_max") is not None and qspec["quant_max"] != hi:
+                options["quant_max_upper_bound"] = qspec["quant_max"]
         qscheme = qspec.get("qscheme") or ""
         options["qscheme"] = "symmetric" if "symmetric" in qscheme else "affine"
         if qspec["kind"] == "fixed":
@@ -621,20 +631,45 @@ class _Builder:
             options["customized_qrange"] = False
         for key in ("dtype", "qscheme", "quant_min", "quant_max", "ch_axis", "is_dynamic"):
             kwargs.pop(key, None)
-        if kwargs:
-            self.gap(label, f"its {role} observer takes {sorted(kwargs)}, which no spec key sets")
         observer, per_channel = _OBSERVERS.get(observer_class, (None, False))
         if observer is None:
-            self.gap(label, f"its {role} observer {observer_class} has no spec value")
+            what = _unknown_observer(role, observer_class, kwargs, qspec)
+            self.gap(label, what, certain=bool(qspec.get("converts")))
         else:
             options["observer"] = observer
+            if kwargs:
+                self.gap(
+                    label, f"its {role} observer takes {sorted(kwargs)}, which no spec key sets"
+                )
         if per_channel or "per_channel" in qscheme:
             options["granularity"] = "per_channel"
             options["ch_axis"] = int(axis or 0)
         return DTypeMapping.of(dtype, options)
 
-    def gap(self, op: str, what: str) -> None:
-        self.inferred.gaps.append(Gap(op, what))
+    def gap(self, op: str, what: str, certain: bool = False) -> None:
+        self.inferred.gaps.append(Gap(op, what, certain))
+
+
+def _outside_range(qspec: dict[str, Any], lo: int, hi: int) -> str:
+    """The qspec's quant range, in words, when it leaves its dtype's ``[lo, hi]``; "" if not."""
+    low, high = qspec.get("quant_min"), qspec.get("quant_max")
+    if (low is None or low >= lo) and (high is None or high <= hi):
+        return ""
+    return f"the range [{low}, {high}], outside the dtype's [{lo}, {hi}]"
+
+
+def _unknown_observer(role: str, name: str, kwargs: dict[str, Any], qspec: dict[str, Any]) -> str:
+    """Why an observer class that no spec value names cannot be stated: its arguments, and
+    whether it converts itself (its own ``convert``: no quantize/dequantize nodes at all, so
+    no spec observer could give the same converted graph, whatever its qparams)."""
+    built = f" (built with {', '.join(sorted(kwargs))})" if kwargs else ""
+    what = f"its {role} observer {name}{built} has no spec value"
+    if qspec.get("converts"):
+        what += (
+            f": {name}.convert replaces the observed tensor itself at convert_pt2e instead of "
+            "quantize/dequantize nodes (a module of its own), which no spec observer does"
+        )
+    return what
 
 
 def rewrite_gaps(rewritten: dict[str, tuple[int, int]]) -> list[Gap]:
@@ -667,6 +702,50 @@ def _thin_convs_float(probed: dict[str, Any]) -> bool:
     if any(v is None for v in variants) or not annotated(alone.get(_CONV2D, {}).get("ops", [])):
         return False
     return not any(annotated(v.get("ops", [])) for v in variants)
+
+
+def _depthwise_gaps(probed: dict[str, Any]) -> list[Gap]:
+    """The depthwise conv annotated otherwise than the conv of a one-channel input (OpenVINO's
+    quantizer observes a depthwise conv's input per channel, any other conv's per tensor):
+    both have one input channel per group, and ``when`` tests that (``weight.shape.1``) or an
+    argument's value, not ``groups`` equal to the input channels, so no entry tells them
+    apart. (Both annotated alike is :func:`_thin_convs_float`'s case, which ``when`` states.)"""
+    alone = probed.get("alone") or {}
+    depthwise, one_channel = (
+        (alone.get(f"{_CONV2D}#{suffix}") or {}).get("ops", [])[:1]
+        for suffix in ("depthwise", "one_channel")
+    )
+    if not depthwise or not one_channel:
+        return []
+    # The activation's qspecs only: a weight observer built per node (nncf's, from that
+    # node's weight) differs between any two convs, which this gap is not about.
+    activation = [
+        json.dumps([ops[0]["inputs"].get("0"), ops[0]["output"]], sort_keys=True)
+        for ops in (depthwise, one_channel)
+    ]
+    if activation[0] == activation[1]:
+        return []
+    shown = [_input_observer(ops[0]) for ops in (depthwise, one_channel)]
+    return [
+        Gap(
+            _CONV2D,
+            f"a depthwise conv (groups = input channels) has its input {shown[0]}, a conv of a "
+            f"one-channel input {shown[1]}: both have one input channel per group "
+            "(weight.shape.1 = 1), and `when` cannot test groups = input channels",
+        )
+    ]
+
+
+def _input_observer(op: dict[str, Any]) -> str:
+    """How an op's first input is observed, in words (``observed per_channel_symmetric by
+    PerChannelMinMaxObserver, ch_axis 1``)."""
+    qspec = (op.get("inputs") or {}).get("0")
+    if not qspec:
+        return "float"
+    if qspec.get("kind") != "observed":
+        return f"{qspec.get('kind')}"
+    axis = f", ch_axis {qspec['ch_axis']}" if "per_channel" in str(qspec.get("qscheme")) else ""
+    return f"observed {qspec.get('qscheme')} by {qspec.get('observer')}{axis}"
 
 
 def _first_op_only(probed: dict[str, Any], ops: list[dict[str, Any]]) -> bool:

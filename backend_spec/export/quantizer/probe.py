@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 import functools
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -575,14 +576,37 @@ def _width(tensor: Any) -> int:
 def export_suite(parts: SuiteParts, train: bool = False) -> Any:
     """The suite's ExportedProgram (``.module()`` is the graph quantizers prepare); with
     ``train``, of the models in training mode (what ``prepare_qat_pt2e`` takes)."""
-    import warnings
-
     suite = Suite(parts.modules, parts.arity).train(train)
     with quiet(), torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         exported = torch.export.export(suite, tuple(parts.inputs))
     separate_sources(exported.graph)
     return exported
+
+
+def fold_batch_norms(module: Any) -> Any:
+    """``module`` with each BatchNorm after a conv or a 2-D Linear folded into its weights, as
+    ``prepare_pt2e`` folds them before annotating (torchao's ``_fuse_conv_bn_`` then
+    ``_fuse_linear_bn_``, unchanged). The suite is folded once, so that each quantizer run on it
+    finds nothing left to fold: torchao eliminates dead code over the whole graph after each
+    BatchNorm it folds, and on the suite (dozens of BatchNorms, thousands of nodes) that was a
+    third of every ``prepare_pt2e``. Here the elimination runs once, after the last fold: it only
+    removes nodes the folds left unused, so the graph is the one the folds inside
+    ``prepare_pt2e`` make. Only for the PTQ flow: ``prepare_qat_pt2e`` does not fold."""
+    from torchao.quantization.pt2e.utils import _fuse_conv_bn_, _fuse_linear_bn_
+
+    graph = module.graph
+    graph.eliminate_dead_code = lambda *args, **kwargs: False  # deferred to the end
+    try:
+        with quiet(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _fuse_conv_bn_(module)
+            _fuse_linear_bn_(module)
+    finally:
+        del graph.eliminate_dead_code
+    graph.eliminate_dead_code()
+    module.recompile()
+    return module
 
 
 def separate_sources(graph: Any) -> None:
@@ -923,7 +947,7 @@ def describe_qspec(qspec: Any, node: Any, positions: dict[str, Any]) -> dict[str
             "fn": getattr(qspec.derive_qparams_fn, "__qualname__", repr(qspec.derive_qparams_fn)),
         }
     observer, kwargs = _constructor(qspec.observer_or_fake_quant_ctr)
-    return {
+    found = {
         "kind": "observed",
         **data,
         "ch_axis": qspec.ch_axis,
@@ -931,6 +955,18 @@ def describe_qspec(qspec: Any, node: Any, positions: dict[str, Any]) -> dict[str
         "observer": observer,
         "kwargs": kwargs,
     }
+    if _converts_itself(qspec.observer_or_fake_quant_ctr):
+        found["converts"] = True
+    return found
+
+
+def _converts_itself(ctr: Any) -> bool:
+    """Whether the observer class has a ``convert`` method of its own, which ``convert_pt2e``
+    calls instead of inserting quantize/dequantize nodes (nncf's weight-compression observers
+    put an OpenVINO decompressor module in the weight's place)."""
+    while isinstance(ctr, functools.partial) or hasattr(ctr, "p"):
+        ctr = (ctr if isinstance(ctr, functools.partial) else ctr.p).func
+    return isinstance(ctr, type) and callable(getattr(ctr, "convert", None))
 
 
 def constructor_name(ctr: Any) -> str:

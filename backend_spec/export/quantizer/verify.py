@@ -31,6 +31,9 @@ class Run:
     outputs: tuple
     error: str = ""
     observers: dict[str, list[tuple]] = field(default_factory=dict)
+    #: Whether ``error`` came after ``prepare`` succeeded (in calibration or ``convert_pt2e``):
+    #: then only the calibrated branches can be to blame.
+    after_prepare: bool = False
 
 
 @dataclass
@@ -74,12 +77,14 @@ def run(
     from backend_spec.pt2e.flows import calibration
     from backend_spec.pt2e.reuse import reused_patterns
 
+    prepared_ok = False
     try:
         with quiet(), torch.no_grad(), warnings.catch_warnings(), reused_patterns():
             warnings.simplefilter("ignore")
             prepare = prepare_qat_pt2e if qat else prepare_pt2e
             prepared = prepare(copy.deepcopy(exported), quantizer)
             observed = observers(prepared, exported)
+            prepared_ok = True
             if converted is not None:
                 _keep_branches(prepared, converted)
             for batch in calibration(inputs, BATCHES):
@@ -89,7 +94,8 @@ def run(
             quantized = convert_pt2e(prepared, fold_quantize=False)
             outputs = quantized(*inputs)
     except Exception as exc:  # noqa: BLE001 - a quantizer that crashes is a finding, not a bug
-        return Run({}, (), f"{type(exc).__name__}: {str(exc)[:300]}")
+        error = f"{type(exc).__name__}: {str(exc)[:300]}"
+        return Run({}, (), error, after_prepare=prepared_ok)
     return Run(_named_constants(placement(quantized), exported), tuple(outputs), "", observed)
 
 
