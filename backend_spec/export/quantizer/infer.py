@@ -281,6 +281,7 @@ class _Builder:
         (:meth:`claimed`), so that the spec names it."""
         post = (probed.get(context) or {}).get(key, {}).get("post", [])
         claimed = [o["target"] for o in post if o.get("annotated") and not annotated([o])]
+        claimed += _float_consumers(probed, key)
         if not claimed:
             return "quantizing"
         self.float_ops.update(claimed)
@@ -291,7 +292,8 @@ class _Builder:
         names yet (X86's Linear under ``set_module_type_qconfig(nn.Linear, None)``)."""
         floating = _dtype_config(_FLOAT, _FLOAT, DTypeMapping(), None)
         observation = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
-        for target in sorted(self.float_ops - self.seen_chains):
+        named = {chain.split("@")[0] for chain in self.seen_chains}
+        for target in sorted(self.float_ops - named):
             names = unit_names.get(target)
             if names and len(names) == 1:
                 self.seen_chains.add(target)
@@ -667,6 +669,23 @@ def _thin_convs_float(probed: dict[str, Any]) -> bool:
     if any(v is None for v in variants) or not annotated(alone.get(_CONV2D, {}).get("ops", [])):
         return False
     return not any(annotated(v.get("ops", [])) for v in variants)
+
+
+def _float_consumers(probed: dict[str, Any], key: str) -> list[str]:
+    """The consumer ops before which the consumer probes (:func:`.probe.consumer_parts`)
+    show the op of ``key`` annotated while they themselves carry no qspec: consumers that
+    count by their op type alone (X86's flatten before a matmul of its default recipe)."""
+    from backend_spec.export.quantizer.probe import CONSUMER_CONTEXT
+
+    found = []
+    for unit_key, unit in (probed.get(CONSUMER_CONTEXT) or {}).items():
+        op_key, _, consumer = unit_key.partition(">")
+        if op_key != key.split("@")[0] or not annotated(unit.get("ops", [])):
+            continue
+        readers = [o for o in unit.get("post", []) if o["target"] == consumer]
+        if readers and not annotated(readers):
+            found.append(consumer)
+    return found
 
 
 def _first_op_only(probed: dict[str, Any], ops: list[dict[str, Any]]) -> bool:
