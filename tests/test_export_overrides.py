@@ -122,6 +122,56 @@ def test_a_float_consumer_that_counts_makes_consumers_quantizable(
         assert config.mapping("input_dtype").dtype == probe.torch.float
 
 
+CONV_RELU = "nn.Conv2d>nn.ReLU"
+CALLED = f"{CONV_RELU}@F.conv2d>F.relu"
+INT8 = {**ACT, "dtype": "int8", "quant_min": -128, "quant_max": 127}
+WEIGHT = {
+    **INT8,
+    "qscheme": "per_tensor_symmetric",
+    "quant_min": -127,
+    "observer": "MinMaxObserver",
+}
+
+
+def test_a_fusion_is_also_probed_called_as_functions():
+    """Conv + ReLU written with functions throughout is a unit of its own (a spelling)."""
+    assert probe.functional_chain(("nn.Conv2d", "nn.ReLU")) == ("F.conv2d", "F.relu")
+    assert probe.functional_chain(("nn.Conv2d", "nn.BatchNorm2d")) == (
+        "nn.Conv2d",
+        "nn.BatchNorm2d",
+    )
+    spellings = {unit.key: unit.names for unit in probe.units() if unit.spelling}
+    assert spellings[CALLED] == ("F.conv2d", "F.relu")
+
+
+@pytest.mark.parametrize("module_fused", [False, True], ids=["module_float", "module_fused"])
+def test_a_chain_fused_only_when_called_as_functions_gets_an_entry_of_that_spelling(
+    module_fused,
+):
+    """XNNPACK with set_module_type(nn.Conv2d, None) fuses F.conv2d + F.relu with its global
+    config and leaves nn.Conv2d + nn.ReLU float: the chain's entry is spelled with the
+    functions (matched only so), not its ATen chain. When both spellings fuse alike, one
+    entry matches however the chain is written."""
+    conv = {
+        "target": "aten.conv2d.default",
+        "inputs": {"0": INT8, "1": WEIGHT},
+        "kinds": {"0": "act", "1": "param"},
+        "output": None,
+        "annotated": True,
+    }
+    relu = _op("aten.relu.default", output=INT8)
+    fused = _unit([conv, relu])
+    bare = _unit([_op("aten.conv2d.default"), _op("aten.relu.default")])
+    probed = {"alone": {CONV_RELU: fused if module_fused else bare, CALLED: fused}}
+    names = {CONV_RELU: ("nn.Conv2d", "nn.ReLU"), CALLED: ("F.conv2d", "F.relu")}
+    entries = backend_of(infer(probed, names, "t").backend_config).entries
+    functional = probe.torch.nn.functional
+    (entry,) = entries
+    assert bool(entry.aten) is module_fused  # matched through its ATen chain, or as spelled
+    if not module_fused:
+        assert entry.get("pattern") == (functional.conv2d, functional.relu)
+
+
 # --- slow: one CLI export per config --------------------------------------------------------
 
 needs_executorch = pytest.mark.skipif(

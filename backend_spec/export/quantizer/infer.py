@@ -23,7 +23,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from backend_spec._torch import BackendConfig, torch
-from backend_spec.export.quantizer.probe import FAKE_QUANT_CLASSES, LINEAR_CHAINS, OVER_CONV
+from backend_spec.export.quantizer.probe import (
+    FAKE_QUANT_CLASSES,
+    LINEAR_CHAINS,
+    OVER_CONV,
+    functional_chain,
+    functional_tail,
+)
 from backend_spec.ir import Backend, DTypeConfig, DTypeMapping, Entry, Origin
 from backend_spec.ir.lift import key_of
 from backend_spec.ir.lower import lower
@@ -140,8 +146,15 @@ def infer(
     builder.fusion_keys = [key for key, _names in fusions]
     builder.outranking = _outranks_conv(probed)
     for key, names in fusions:
-        spelled = next((k for k in unit_names if k.startswith(f"{key}@")), None)
-        builder.fusion(key, names, probed, spelled)
+        spelled = _spelled(key, functional_tail(names), unit_names)
+        called = _spelled(key, functional_chain(names), unit_names)
+        if called is not None and _spelled_apart(probed, key, called):
+            # A per-type config of the first op's module (XNNPACK's set_module_type): the
+            # chain called as functions is annotated otherwise, each spelling its own entry.
+            builder.fusion(key, names, probed, None, exact=True)
+            builder.fusion(called, unit_names[called], probed, None, exact=True)
+        else:
+            builder.fusion(key, names, probed, spelled)
     builder.claimed(unit_names)
     if builder.thin_float:
         builder.thin_twin(probed)
@@ -332,16 +345,23 @@ class _Builder:
                 self.add([target], [target], op, op, {})
 
     def fusion(
-        self, key: str, names: tuple[str, ...], probed: dict[str, Any], spelled: str | None
+        self,
+        key: str,
+        names: tuple[str, ...],
+        probed: dict[str, Any],
+        spelled: str | None,
+        exact: bool = False,
     ) -> None:
         """One entry for the chain; spelled with its modules (matched only as modules) when
-        the quantizer annotates the chain written with functions (``spelled``) otherwise."""
+        the quantizer annotates the chain written with functions (``spelled``) otherwise, or
+        spelled as ``names`` are when ``exact``."""
         linear_chain = key in _LINEAR_CHAINS
         if linear_chain and not self.outranking:
             return
         context, ops = _first_annotated(probed, key)
         if context is None:
-            self.float_chain(key, names, probed, claimed=linear_chain)
+            if "@" not in key:  # a spelling left float: the single-op entries say it
+                self.float_chain(key, names, probed, claimed=linear_chain)
             return
         if len(ops) < 2:
             return
@@ -366,7 +386,7 @@ class _Builder:
         when = self.conditions(key, targets, probed)
         if when:
             policy["when"] = when
-        any_spelling = (
+        any_spelling = not exact and (
             spelled is None
             or _without_args(_first_annotated(probed, spelled)) == _without_args((context, ops))
             # The spelled probe's arguments fail the conditions (F.hardtanh's defaults beside
@@ -669,6 +689,19 @@ def _thin_convs_float(probed: dict[str, Any]) -> bool:
     if any(v is None for v in variants) or not annotated(alone.get(_CONV2D, {}).get("ops", [])):
         return False
     return not any(annotated(v.get("ops", [])) for v in variants)
+
+
+def _spelled(key: str, names: tuple[str, ...], unit_names: dict[str, Any]) -> str | None:
+    """The unit key of ``key``'s chain spelled ``names``, when it was probed."""
+    spelled = f"{key}@{'>'.join(names)}"
+    return spelled if spelled in unit_names else None
+
+
+def _spelled_apart(probed: dict[str, Any], key: str, spelled: str) -> bool:
+    """Whether a chain's probes written two ways show different annotations."""
+    return _without_args(_first_annotated(probed, key)) != _without_args(
+        _first_annotated(probed, spelled)
+    )
 
 
 def _float_consumers(probed: dict[str, Any], key: str) -> list[str]:

@@ -149,7 +149,21 @@ def units() -> tuple[Unit, ...]:
         spelled = functional_tail(names)
         if spelled != names:
             found.append(Unit(spelled, f"{'>'.join(names)}@{'>'.join(spelled)}", True))
+        called = functional_chain(names)
+        if called not in (names, spelled):
+            found.append(Unit(called, f"{'>'.join(names)}@{'>'.join(called)}", True))
     return tuple(found)
+
+
+def functional_chain(names: tuple[str, ...]) -> tuple[str, ...]:
+    """A fusion written with functions throughout (``F.conv2d`` then ``F.relu``), BatchNorm
+    chains aside (only a module is folded): a quantizer that matches a module type for a
+    per-type config (XNNPACK's ``set_module_type(nn.Conv2d, ...)``) annotates the chain of a
+    conv called as a function with its global config, which neither module-first spelling
+    shows."""
+    if any("BatchNorm" in name for name in names):
+        return names
+    return (functional_name(names[0]), *functional_tail(names)[1:])
 
 
 def functional_tail(names: tuple[str, ...]) -> tuple[str, ...]:
