@@ -393,6 +393,13 @@ class _Builder:
             # nn.ReLU6): the difference is theirs, not the spelling's.
             or (bool(when) and not _meets(_alone_ops(probed, spelled), dict(when)))
         )
+        if exact and "@" in key:
+            # The chain called as functions, its first op matched as called: each spelling
+            # of the others (F.relu, torch.relu, x.relu(), nn.ReLU) fuses alike.
+            for tail in _tail_spellings(kept[1:]):
+                chain = [kept[0], *tail]
+                self.add(targets, chain, ops[0], ops[-1], dict(policy), False, linear_chain)
+            return
         self.add(targets, kept, ops[0], ops[-1], policy, any_spelling, priority=linear_chain)
 
     def conditions(self, key: str, targets: list[str], probed: dict[str, Any]) -> Any:
@@ -689,6 +696,28 @@ def _thin_convs_float(probed: dict[str, Any]) -> bool:
     if any(v is None for v in variants) or not annotated(alone.get(_CONV2D, {}).get("ops", [])):
         return False
     return not any(annotated(v.get("ops", [])) for v in variants)
+
+
+#: How many spellings of a chain's later ops :func:`_tail_spellings` writes at most.
+_MAX_TAIL_SPELLINGS = 16
+
+
+def _tail_spellings(names: list[str]) -> list[tuple[str, ...]]:
+    """Every spelling of a chain's later ops (names of the packaged table tracing to the same
+    ATen op: ``F.relu``, ``torch.relu``, ``method:relu``, ``nn.ReLU``), as tuples."""
+    import itertools
+
+    from backend_spec.pt2e.aten import _cached_table
+
+    table = _cached_table()
+    choices = []
+    for name in names:
+        chain = (table.get(name) or {}).get("chain")
+        same = sorted(
+            n for n, d in table.items() if chain and d.get("chain") == chain and "nni." not in n
+        )
+        choices.append([name, *(n for n in same if n != name)])
+    return list(itertools.islice(itertools.product(*choices), _MAX_TAIL_SPELLINGS))
 
 
 def _spelled(key: str, names: tuple[str, ...], unit_names: dict[str, Any]) -> str | None:
