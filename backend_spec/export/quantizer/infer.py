@@ -727,8 +727,11 @@ def _spelled(key: str, names: tuple[str, ...], unit_names: dict[str, Any]) -> st
 
 
 def _spelled_apart(probed: dict[str, Any], key: str, spelled: str) -> bool:
-    """Whether a chain's probes written two ways show different annotations."""
-    return _without_args(_first_annotated(probed, key)) != _without_args(
+    """Whether a chain's probes written two ways show different annotations on ops of the
+    same arguments (``F.hardtanh``'s defaults beside ``nn.ReLU6``: the difference may be
+    theirs, which ``when`` conditions say, not the spelling's)."""
+    args = [[o.get("args") for o in _alone_ops(probed, k)] for k in (key, spelled)]
+    return args[0] == args[1] and _without_args(_first_annotated(probed, key)) != _without_args(
         _first_annotated(probed, spelled)
     )
 
