@@ -187,7 +187,7 @@ needs_executorch = pytest.mark.skipif(
     importlib.util.find_spec("executorch") is None, reason="executorch cannot be imported"
 )
 
-#: factory -> (needs executorch, a line the spec must have).
+#: factory -> (needs executorch, text the spec must have).
 CONFIGS = {
     "x86_default": (False, "consumers: quantizable"),
     "x86_float_conv": (False, ""),
@@ -197,7 +197,10 @@ CONFIGS = {
     "x86_function_linear_float": (False, ""),
     "x86_matmul": (False, ""),
     "x86_per_tensor": (False, ""),
-    "xnnpack_float_conv": (True, ""),
+    # One conv + relu entry for every spelling, as before the called spelling was probed.
+    "xnnpack_default": (True, "aten: [[aten.conv2d.default, [aten.relu.default"),
+    # nn.Conv2d left float, a called conv fused with its relu however that is written.
+    "xnnpack_float_conv": (True, "  - pattern: [F.conv2d, torch.relu]\n"),
     "xnnpack_dynamic_conv": (True, ""),
     "xnnpack_per_channel_conv": (True, ""),
     "xnnpack_operator_linear_float": (True, ""),
