@@ -231,8 +231,27 @@ def _models():
     return [*parity_nets.PARITY_NETS.items(), *unseen.UNSEEN, *overrides.MODELS]
 
 
+#: Configs whose export verifies but still differs on an unseen model, and why.
+KNOWN_GAPS = {
+    "xnnpack_per_channel_linear": (
+        "the per-spelling entries are exact: F.linear (the global config) does not match the "
+        "linear inside nn.MultiheadAttention (out_proj, not an nn.Linear for XNNPACK's type "
+        "test), which XNNPACK quantizes with its global config (transformerish)"
+    ),
+}
+
+
+def _config_params():
+    return [
+        pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[name]))
+        if name in KNOWN_GAPS
+        else name
+        for name in CONFIGS
+    ]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("factory", list(CONFIGS))
+@pytest.mark.parametrize("factory", _config_params())
 def test_a_per_type_override_exports_verifies_and_matches_unseen_models(tmp_path, factory):
     import backend_spec
     from backend_spec.pt2e.compare import compare_quantizers
