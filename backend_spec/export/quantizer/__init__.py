@@ -232,7 +232,7 @@ class _Flow:
             if self.original.error:
                 raise ValueError(f"the quantizer fails on the probe suite: {self.original.error}")
         self.probed = probe.by_context(self.recorder.snapshot, self.branches)
-        self.neighbours = self.probe_neighbours()
+        self.neighbours = [n for n in (self.probe_neighbours(), self.probe_consumers()) if n]
 
     def probe_neighbours(self) -> _Neighbours | None:
         """The ops the Linear probes left undetermined, probed again with convolutions as
@@ -252,6 +252,38 @@ class _Flow:
             # Linear annotated unlike conv (a per-type config): which of its chains the
             # quantizer annotates, and whether they claim an add before conv + add does.
             probe.override_parts(parts, self.unit_names)
+        found = self.run_parts(parts)
+        if found is None:
+            return None
+        for context in probe.CONTEXTS:  # alone: only the override units
+            self.probed[context].update(found[1][context])
+        return found[0]
+
+    def probe_consumers(self) -> _Neighbours | None:
+        """The ops annotated only before some consumers (X86's flatten), probed before each
+        single op that can read their output (:func:`.probe.consumer_parts`): which
+        consumers count, those the quantizer leaves float included. After the neighbour
+        probes, whose results say which ops those are when Linear is left float."""
+        from backend_spec.export.quantizer import probe
+
+        keys = _before_consumers(self.probed)
+        linear = _static(self.probed, "aten.linear.default")
+        if not keys or not (linear or _static(self.probed, "aten.conv2d.default")):
+            return None
+        parts = probe.SuiteParts()
+        probe.consumer_parts(parts, keys, linear)
+        found = self.run_parts(parts)
+        if found is None:
+            return None
+        self.probed[probe.CONSUMER_CONTEXT] = found[1].get(probe.CONSUMER_CONTEXT, {})
+        return found[0]
+
+    def run_parts(self, parts: Any) -> tuple[_Neighbours, dict[str, Any]] | None:
+        """The original's run on a suite of its own (the quantizer's own failures leave
+        those units out: these probes refine, the main suite's results stand), and what it
+        annotated by context; None when there is nothing to run or it still fails."""
+        from backend_spec.export.quantizer import probe
+
         if not parts.branches:
             return None
         suite = probe.export_suite(parts, train=self.qat).module(check_guards=False)
@@ -259,8 +291,7 @@ class _Flow:
         recorder = probe.recording(self.factory())
         original = run(suite, recorder, inputs, set(), self.qat)
         if original.error:
-            # The quantizer's own failures (X86 raises on an add of two convs before a conv)
-            # leave those units out; the conv probes refine, the main suite's results stand.
+            # X86 raises on an add of two convs before a conv.
             try:
                 suite, _ = _without_failing(
                     suite, self.factory, (inputs, set()), parts.branches, original, self.qat
@@ -272,9 +303,7 @@ class _Flow:
             if original.error:
                 return None
         found = probe.by_context(recorder.snapshot, parts.branches)
-        for context in probe.CONTEXTS:  # alone: only the override units
-            self.probed[context].update(found[context])
-        return _Neighbours(suite, parts.branches, inputs, original)
+        return _Neighbours(suite, parts.branches, inputs, original), found
 
     def verify(self, probe_models: list[tuple[str, Any, tuple]]) -> QuantizerExport:
         from backend_spec.export import dump
@@ -370,17 +399,18 @@ class _Flow:
         return sharing or staged
 
     def check_neighbours(self, candidate: Callable[[], Any], result: QuantizerExport) -> list:
-        """The conv-neighbour probes (when they were run) under the spec's quantizer."""
-        found = self.neighbours
-        if found is None:
-            return []
-        spec_run = run(found.suite, candidate(), found.inputs, set(), self.qat)
-        if spec_run.error:
-            result.error = f"spec: {spec_run.error}"
-            result.bug = _failing_ops(found.suite, spec_run.error)
-            return []
-        labels = [branch.label for branch in found.branches]
-        return compare_runs(found.suite, labels, found.original, spec_run)
+        """The neighbour and consumer probes (those that were run) under the spec's
+        quantizer."""
+        compared: list = []
+        for found in self.neighbours:
+            spec_run = run(found.suite, candidate(), found.inputs, set(), self.qat)
+            if spec_run.error:
+                result.error = f"spec: {spec_run.error}"
+                result.bug = _failing_ops(found.suite, spec_run.error)
+                return []
+            labels = [branch.label for branch in found.branches]
+            compared += compare_runs(found.suite, labels, found.original, spec_run)
+        return compared
 
     def check(self, text: str) -> tuple[Callable[[], Any], Any, list[BranchResult]]:
         """The spec quantizer of ``text``, its run on the suite, and each branch compared."""
@@ -442,6 +472,26 @@ def _overridden(probed: dict[str, Any]) -> bool:
 
 
 _ANCHORS = ("aten.linear.default", "aten.conv2d.default")
+
+
+def _before_consumers(probed: dict[str, Any]) -> set[str]:
+    """The single-op units annotated before a consumer (``post``, ``pre_post``) but neither
+    alone nor after a quantized producer: their ``consumers`` policy depends on which
+    consumers count (:func:`.probe.consumer_parts`)."""
+    from backend_spec.export.quantizer.infer import annotated
+
+    def seen(context: str, key: str) -> bool:
+        return annotated((probed.get(context) or {}).get(key, {}).get("ops", []))
+
+    return {
+        key
+        for key in probed.get("pre_post") or {}
+        if ">" not in key
+        and "#" not in key
+        and "@" not in key
+        and any(seen(context, key) for context in ("post", "pre_post"))
+        and not any(seen(context, key) for context in ("alone", "pre"))
+    }
 
 
 def _undetermined(probed: dict[str, Any]) -> set[str]:

@@ -23,7 +23,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from backend_spec._torch import BackendConfig, torch
-from backend_spec.export.quantizer.probe import FAKE_QUANT_CLASSES, LINEAR_CHAINS, OVER_CONV
+from backend_spec.export.quantizer.probe import (
+    FAKE_QUANT_CLASSES,
+    LINEAR_CHAINS,
+    OVER_CONV,
+    functional_chain,
+    functional_tail,
+)
 from backend_spec.ir import Backend, DTypeConfig, DTypeMapping, Entry, Origin
 from backend_spec.ir.lift import key_of
 from backend_spec.ir.lower import lower
@@ -144,8 +150,15 @@ def infer(
     builder.fusion_keys = [key for key, _names in fusions]
     builder.outranking = _outranks_conv(probed)
     for key, names in fusions:
-        spelled = next((k for k in unit_names if k.startswith(f"{key}@")), None)
-        builder.fusion(key, names, probed, spelled)
+        spelled = _spelled(key, functional_tail(names), unit_names)
+        called = _spelled(key, functional_chain(names), unit_names)
+        if called is not None and _spelled_apart(probed, key, called):
+            # A per-type config of the first op's module (XNNPACK's set_module_type): the
+            # chain called as functions is annotated otherwise, each spelling its own entry.
+            builder.fusion(key, names, probed, None, exact=True)
+            builder.fusion(called, unit_names[called], probed, None, exact=True)
+        else:
+            builder.fusion(key, names, probed, spelled)
     builder.claimed(unit_names)
     if builder.thin_float:
         builder.thin_twin(probed)
@@ -285,6 +298,7 @@ class _Builder:
         (:meth:`claimed`), so that the spec names it."""
         post = (probed.get(context) or {}).get(key, {}).get("post", [])
         claimed = [o["target"] for o in post if o.get("annotated") and not annotated([o])]
+        claimed += _float_consumers(probed, key)
         if not claimed:
             return "quantizing"
         self.float_ops.update(claimed)
@@ -295,7 +309,8 @@ class _Builder:
         names yet (X86's Linear under ``set_module_type_qconfig(nn.Linear, None)``)."""
         floating = _dtype_config(_FLOAT, _FLOAT, DTypeMapping(), None)
         observation = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
-        for target in sorted(self.float_ops - self.seen_chains):
+        named = {chain.split("@")[0] for chain in self.seen_chains}
+        for target in sorted(self.float_ops - named):
             names = unit_names.get(target)
             if names and len(names) == 1:
                 self.seen_chains.add(target)
@@ -334,16 +349,23 @@ class _Builder:
                 self.add([target], [target], op, op, {})
 
     def fusion(
-        self, key: str, names: tuple[str, ...], probed: dict[str, Any], spelled: str | None
+        self,
+        key: str,
+        names: tuple[str, ...],
+        probed: dict[str, Any],
+        spelled: str | None,
+        exact: bool = False,
     ) -> None:
         """One entry for the chain; spelled with its modules (matched only as modules) when
-        the quantizer annotates the chain written with functions (``spelled``) otherwise."""
+        the quantizer annotates the chain written with functions (``spelled``) otherwise, or
+        spelled as ``names`` are when ``exact``."""
         linear_chain = key in _LINEAR_CHAINS
         if linear_chain and not self.outranking:
             return
         context, ops = _first_annotated(probed, key)
         if context is None:
-            self.float_chain(key, names, probed, claimed=linear_chain)
+            if "@" not in key:  # a spelling left float: the single-op entries say it
+                self.float_chain(key, names, probed, claimed=linear_chain)
             return
         if len(ops) < 2:
             return
@@ -368,13 +390,20 @@ class _Builder:
         when = self.conditions(key, targets, probed)
         if when:
             policy["when"] = when
-        any_spelling = (
+        any_spelling = not exact and (
             spelled is None
             or _without_args(_first_annotated(probed, spelled)) == _without_args((context, ops))
             # The spelled probe's arguments fail the conditions (F.hardtanh's defaults beside
             # nn.ReLU6): the difference is theirs, not the spelling's.
             or (bool(when) and not _meets(_alone_ops(probed, spelled), dict(when)))
         )
+        if exact and "@" in key:
+            # The chain called as functions, its first op matched as called: each spelling
+            # of the others (F.relu, torch.relu, x.relu(), nn.ReLU) fuses alike.
+            for tail in _tail_spellings(kept[1:]):
+                chain = [kept[0], *tail]
+                self.add(targets, chain, ops[0], ops[-1], dict(policy), False, linear_chain)
+            return
         self.add(targets, kept, ops[0], ops[-1], policy, any_spelling, priority=linear_chain)
 
     def conditions(self, key: str, targets: list[str], probed: dict[str, Any]) -> Any:
@@ -746,6 +775,61 @@ def _input_observer(op: dict[str, Any]) -> str:
         return f"{qspec.get('kind')}"
     axis = f", ch_axis {qspec['ch_axis']}" if "per_channel" in str(qspec.get("qscheme")) else ""
     return f"observed {qspec.get('qscheme')} by {qspec.get('observer')}{axis}"
+
+
+#: How many spellings of a chain's later ops :func:`_tail_spellings` writes at most.
+_MAX_TAIL_SPELLINGS = 16
+
+
+def _tail_spellings(names: list[str]) -> list[tuple[str, ...]]:
+    """Every spelling of a chain's later ops (names of the packaged table tracing to the same
+    ATen op: ``F.relu``, ``torch.relu``, ``method:relu``, ``nn.ReLU``), as tuples."""
+    import itertools
+
+    from backend_spec.pt2e.aten import _cached_table
+
+    table = _cached_table()
+    choices = []
+    for name in names:
+        chain = (table.get(name) or {}).get("chain")
+        same = sorted(
+            n for n, d in table.items() if chain and d.get("chain") == chain and "nni." not in n
+        )
+        choices.append([name, *(n for n in same if n != name)])
+    return list(itertools.islice(itertools.product(*choices), _MAX_TAIL_SPELLINGS))
+
+
+def _spelled(key: str, names: tuple[str, ...], unit_names: dict[str, Any]) -> str | None:
+    """The unit key of ``key``'s chain spelled ``names``, when it was probed."""
+    spelled = f"{key}@{'>'.join(names)}"
+    return spelled if spelled in unit_names else None
+
+
+def _spelled_apart(probed: dict[str, Any], key: str, spelled: str) -> bool:
+    """Whether a chain's probes written two ways show different annotations on ops of the
+    same arguments (``F.hardtanh``'s defaults beside ``nn.ReLU6``: the difference may be
+    theirs, which ``when`` conditions say, not the spelling's)."""
+    args = [[o.get("args") for o in _alone_ops(probed, k)] for k in (key, spelled)]
+    return args[0] == args[1] and _without_args(_first_annotated(probed, key)) != _without_args(
+        _first_annotated(probed, spelled)
+    )
+
+
+def _float_consumers(probed: dict[str, Any], key: str) -> list[str]:
+    """The consumer ops before which the consumer probes (:func:`.probe.consumer_parts`)
+    show the op of ``key`` annotated while they themselves carry no qspec: consumers that
+    count by their op type alone (X86's flatten before a matmul of its default recipe)."""
+    from backend_spec.export.quantizer.probe import CONSUMER_CONTEXT
+
+    found = []
+    for unit_key, unit in (probed.get(CONSUMER_CONTEXT) or {}).items():
+        op_key, _, consumer = unit_key.partition(">")
+        if op_key != key.split("@")[0] or not annotated(unit.get("ops", [])):
+            continue
+        readers = [o for o in unit.get("post", []) if o["target"] == consumer]
+        if readers and not annotated(readers):
+            found.append(consumer)
+    return found
 
 
 def _first_op_only(probed: dict[str, Any], ops: list[dict[str, Any]]) -> bool:

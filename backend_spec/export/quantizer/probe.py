@@ -150,7 +150,21 @@ def units() -> tuple[Unit, ...]:
         spelled = functional_tail(names)
         if spelled != names:
             found.append(Unit(spelled, f"{'>'.join(names)}@{'>'.join(spelled)}", True))
+        called = functional_chain(names)
+        if called not in (names, spelled):
+            found.append(Unit(called, f"{'>'.join(names)}@{'>'.join(called)}", True))
     return tuple(found)
+
+
+def functional_chain(names: tuple[str, ...]) -> tuple[str, ...]:
+    """A fusion written with functions throughout (``F.conv2d`` then ``F.relu``), BatchNorm
+    chains aside (only a module is folded): a quantizer that matches a module type for a
+    per-type config (XNNPACK's ``set_module_type(nn.Conv2d, ...)``) annotates the chain of a
+    conv called as a function with its global config, which neither module-first spelling
+    shows."""
+    if any("BatchNorm" in name for name in names):
+        return names
+    return (functional_name(names[0]), *functional_tail(names)[1:])
 
 
 def functional_tail(names: tuple[str, ...]) -> tuple[str, ...]:
@@ -412,6 +426,65 @@ def neighbour_parts(keys: set[str]) -> SuiteParts:
                 branch = Branch(f"conv:{context}:{unit.key}", unit.key, context)
                 parts.add(branch, ConvProbe(model, inputs, output, context), inputs)
     return parts
+
+
+#: The context of :func:`consumer_parts`' probes (unit key ``OP>CONSUMER``).
+CONSUMER_CONTEXT = "consumer"
+
+
+def consumer_parts(parts: SuiteParts, keys: set[str], linear: bool) -> None:
+    """Each one-input single-op unit of ``keys`` (ops annotated only before some consumers:
+    X86's flatten) between a quantized producer (a Linear when ``linear``, else a 1x1
+    convolution) and each single-op unit that can read its output (``op(y)``, or ``op(y, y)``
+    / ``op(y, y.mT)`` for two inputs): whether the quantizer annotates the op before a
+    consumer it leaves float (X86 tests the consumer's op type: a flatten before a matmul of
+    the default recipe is quantized, the matmul is not). Branches ``consumer:OP>CONSUMER``
+    (unit ``OP>CONSUMER``, context :data:`CONSUMER_CONTEXT`) are added to ``parts``."""
+    built = [b for b in _built_units() if len(b[0].names) == 1 and not b[0].spelling]
+    for unit, model, inputs, output in built:
+        floats = [t for t in inputs if _width(t)]
+        if unit.key not in keys or len(floats) != 1 or len(inputs) != 1:
+            continue
+        producer = _linear(_width(inputs[0])) if linear else _conv(inputs[0])
+        if not linear and inputs[0].dim() not in (3, 4):
+            continue
+        for reader_unit, reader, reader_inputs, _out in built:
+            post = _reader(reader, len(reader_inputs), output)
+            if post is None:
+                continue
+            probe_module = Probe(model, [], 0, "alone")
+            probe_module.pre, probe_module.post = nn.ModuleList([producer]), post
+            key = f"{unit.key}>{reader_unit.key}"
+            branch = Branch(f"{CONSUMER_CONTEXT}:{key}", key, CONSUMER_CONTEXT)
+            parts.add(branch, copy.deepcopy(probe_module), inputs)
+
+
+def _reader(model: nn.Module, arity: int, value: torch.Tensor) -> nn.Module | None:
+    """``model`` reading ``value`` (:func:`consumer_parts`), or None if it cannot."""
+    for transposed in (False, True):
+        if transposed and arity != 2:
+            break
+        reader = _Reading(copy.deepcopy(model), arity, transposed)
+        try:
+            with quiet(), torch.no_grad():
+                result = reader(value)
+        except Exception:  # noqa: BLE001 - a unit that cannot read this output is no consumer
+            continue
+        if isinstance(result, torch.Tensor) and result.is_floating_point():
+            return reader
+    return None
+
+
+class _Reading(nn.Module):
+    """A consumer unit reading one tensor in each of its inputs (the second transposed)."""
+
+    def __init__(self, model: nn.Module, arity: int, transposed: bool) -> None:
+        super().__init__()
+        self.model, self.arity, self.transposed = model, arity, transposed
+
+    def forward(self, x: torch.Tensor) -> Any:
+        rest = [x.mT if self.transposed else x] * (self.arity - 1)
+        return self.model(x, *rest)
 
 
 def order_parts(pairs: list[tuple[str, str]]) -> SuiteParts:
@@ -820,7 +893,8 @@ def by_context(snapshot: dict[int, dict[str, Any]], branches: list[Branch]) -> d
     for index, branch in enumerate(branches):
         if branch.unit is not None:
             empty = {"ops": [], "pre": [], "post": []}
-            result[branch.context or "alone"][branch.unit] = snapshot.get(index, empty)
+            context = result.setdefault(branch.context or "alone", {})
+            context[branch.unit] = snapshot.get(index, empty)
     return result
 
 
