@@ -281,6 +281,9 @@ class _Builder:
             if context in ("post", "pre_post"):  # annotated only before some consumers
                 policy["consumers"] = self.consumers(probed, spelled[chosen], context)
             policy.update(_variant_policy(probed, key))
+            if not any_spelling and self.stages.get(spelled[chosen]):
+                # A spelling placed apart from its op (LiteRT's F.adaptive_avg_pool2d).
+                policy["annotation_stage"] = self.stages[spelled[chosen]]
             if "gap" in policy:
                 self.gap(key, policy.pop("gap"))
             first = call is not None and chosen != call  # a module before the call's entry
@@ -566,9 +569,8 @@ class _Builder:
             different = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
             values["num_tensor_args_to_observation_type"] = ((1, different), (2, share))
         aten = (tuple(tuple(_alternatives(t)) for t in targets),) if any_spelling else ()
-        # A spelling placed apart from its op (matched by how it was written) has its own.
-        stage = self.stages.get(label if not any_spelling else "", self.stages.get(targets[0], 0))
-        if stage:  # the pass of the chain's first op (conv + relu: conv's)
+        stage = self.stages.get(targets[0], 0)
+        if stage and "annotation_stage" not in policy:  # the chain's first op's (conv's)
             policy = {**policy, "annotation_stage": stage}
         chosen = tuple((k, v) for k, v in policy.items() if v != _DEFAULTS.get(k))
         config = Entry(key_of(resolved), _INFERRED, Entry.ordered(values), aten, chosen)
