@@ -269,7 +269,19 @@ class _Builder:
         # set_module_type(nn.Linear, ...) leaves F.linear with the global config) does not.
         qspecs = {_qspecs_of(found[n][1]) for n in annotated}
         any_spelling = len(annotated) == len(spelled) and len(contexts) == 1 and len(qspecs) == 1
-        for chosen in annotated if not any_spelling else [name]:
+        chosen_names = [name] if any_spelling else annotated
+        call = None if any_spelling else _call_spelling(found)
+        if call is not None:
+            # A module-type override (XNNPACK's set_module_type(nn.Linear, None)): the other
+            # config covers the op however else it is written, F.linear inside torch's own
+            # modules too (MultiheadAttention's projections). The modules are matched first
+            # by their spelling (a float entry for one left float), the call by its ATen op.
+            modules = [n for n in spelled if n.startswith("nn.")]
+            for module in modules:
+                if found[module][0] is None:
+                    self.float_spelling(key.split("@")[0], module)
+            chosen_names = [n for n in modules if found[n][0] is not None] + [call]
+        for chosen in chosen_names:
             context, ops = found[chosen]
             op = ops[0]
             if self.rewritten and op["target"] != key.split("@")[0]:
@@ -286,9 +298,24 @@ class _Builder:
             if context in ("post", "pre_post"):  # annotated only before some consumers
                 policy["consumers"] = self.consumers(probed, spelled[chosen], context)
             policy.update(_variant_policy(probed, key))
+            if not any_spelling and self.stages.get(spelled[chosen]):
+                # A spelling placed apart from its op (LiteRT's F.adaptive_avg_pool2d).
+                policy["annotation_stage"] = self.stages[spelled[chosen]]
             if "gap" in policy:
                 self.gap(key, policy.pop("gap"))
-            self.add([op["target"]], [chosen], op, op, policy, any_spelling=any_spelling)
+            first = call is not None and chosen != call  # a module before the call's entry
+            either = any_spelling or chosen == call
+            self.add([op["target"]], [chosen], op, op, policy, either, priority=first)
+
+    def float_spelling(self, target: str, name: str) -> None:
+        """A float entry for ``name`` (a module spelling the quantizer leaves float), matched by
+        its spelling before the entry of the op's other spellings."""
+        floating = _dtype_config(_FLOAT, _FLOAT, DTypeMapping(), None)
+        observation = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
+        label = f"{target}@{name}"
+        if label not in self.seen_chains:
+            self.seen_chains.add(label)
+            self.entry(label, [target], [name], floating, observation, {}, False, priority=True)
 
     def consumers(self, probed: dict[str, Any], key: str, context: str) -> str:
         """``consumers`` of an op annotated only before a consumer: ``quantizing``; or
@@ -576,7 +603,7 @@ class _Builder:
             values["num_tensor_args_to_observation_type"] = ((1, different), (2, share))
         aten = (tuple(tuple(_alternatives(t)) for t in targets),) if any_spelling else ()
         stage = self.stages.get(targets[0], 0)
-        if stage:  # the pass of the chain's first op (conv + relu: conv's)
+        if stage and "annotation_stage" not in policy:  # the chain's first op's (conv's)
             policy = {**policy, "annotation_stage": stage}
         chosen = tuple((k, v) for k, v in policy.items() if v != _DEFAULTS.get(k))
         config = Entry(key_of(resolved), _INFERRED, Entry.ordered(values), aten, chosen)
@@ -856,6 +883,20 @@ def _outranks_conv(probed: dict[str, Any]) -> bool:
     return _qspecs_of(over) == _qspecs_of(linear[1:]) != _qspecs_of(conv[1:])
 
 
+def _call_spelling(found: dict[str, tuple[str | None, list[dict[str, Any]]]]) -> str | None:
+    """The function spelling that stands for every spelling but the modules: when the op's
+    spellings differ only between module classes and the calls, and the calls (annotated)
+    agree with each other. ``None`` otherwise (each spelling keeps its own entry)."""
+    calls = [n for n in found if not n.startswith("nn.")]
+    if len(calls) == len(found) or not calls or found[calls[0]][0] is None:
+        return None
+    first = found[calls[0]]
+    alike = all(
+        found[n][0] == first[0] and _qspecs_of(found[n][1]) == _qspecs_of(first[1]) for n in calls
+    )
+    return calls[0] if alike else None
+
+
 def _qspecs_of(ops: list[dict[str, Any]]) -> str:
     """The qspecs a unit's ops carry, as comparable text."""
     return json.dumps([(o["inputs"], o["output"]) for o in ops], sort_keys=True)
@@ -990,7 +1031,9 @@ def order_pairs(probed: dict[str, Any]) -> list[tuple[str, str]]:
         for key, unit in pre.items()
         if unit.get("ops") and unit["ops"][-1]["output"] is not None
     ]
-    return [(p, c) for c in conditional for p in producers if p != c and "@" not in p + c]
+    # A spelling is placed too (LiteRT annotates nn.AdaptiveAvgPool2d in its own early pass,
+    # F.adaptive_avg_pool2d only in the last, propagating one); a producer is an op's own unit.
+    return [(p, c) for c in conditional for p in producers if p != c.split("@")[0] and "@" not in p]
 
 
 def annotation_stages(orders: list[list[Any]]) -> dict[str, int]:

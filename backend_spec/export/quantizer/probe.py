@@ -500,7 +500,7 @@ def order_parts(pairs: list[tuple[str, str]]) -> SuiteParts:
     built: dict[str, tuple[nn.Module, tuple, int]] = {}
     for unit, model, inputs, _output in _built_units():
         floats = [t for t in inputs if _width(t)]
-        if len(unit.names) == 1 and not unit.spelling and inputs and len(floats) == len(inputs):
+        if len(unit.names) == 1 and inputs and len(floats) == len(inputs):
             built[unit.key] = (model, inputs[:1], len(inputs))
     for key, _candidates, fn, shape in EXTRA_UNITS:
         built.setdefault(key, (_Call(fn), (torch.randn(*shape),), 1))
@@ -530,7 +530,7 @@ def orders(snapshot: dict[int, dict[str, Any]], branches: list[Branch]) -> list[
         producer, op = branch.label.removeprefix("order:").split(">")
         ops = snapshot.get(index, {}).get("ops", [])
         first = [o for o in ops if o["target"] == producer]
-        last = [o for o in ops if o["target"] == op]
+        last = [o for o in ops if o["target"] == op.split("@")[0]]  # a spelling: its op
         if len(first) == 1 and len(last) == 1 and first[0]["output"] is not None:
             seen = last[0]
             annotated = seen["output"] is not None or any(seen["inputs"].values())
