@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from backend_spec._torch import quiet
+from backend_spec._torch import BackendConfig, quiet
 from backend_spec.export.quantizer.infer import Gap, Inferred, infer, rewrite_gaps
 from backend_spec.export.quantizer.verify import BranchResult, compare_runs, run
 
@@ -281,18 +281,23 @@ class _Flow:
 
         branches, fmt, name = self.branches, self.fmt, self.name
         pipeline = self.recorder.pipeline
-        inferred = infer(
-            self.probed,
-            self.unit_names,
-            name,
-            self.recorder.graph_inputs,
-            rewritten=pipeline is not None,
-        )
-        if pipeline is None:
-            inferred.gaps += rewrite_gaps(self.recorder.rewritten)
-        else:  # the caller's pass rewrites the graph as the quantizer does: the spec runs it
-            inferred.backend_config = _with_passes(inferred.backend_config, pipeline[1])
-        text = dump(inferred.backend_config, fmt, name=name)
+        try:
+            inferred = infer(
+                self.probed,
+                self.unit_names,
+                name,
+                self.recorder.graph_inputs,
+                rewritten=pipeline is not None,
+            )
+            if pipeline is None:
+                inferred.gaps += rewrite_gaps(self.recorder.rewritten)
+            else:  # the caller's pass rewrites the graph as the quantizer does: the spec runs it
+                inferred.backend_config = _with_passes(inferred.backend_config, pipeline[1])
+            text = dump(inferred.backend_config, fmt, name=name)
+        except Exception as exc:  # noqa: BLE001 - an inferred spec that does not build: our bug
+            result = QuantizerExport("", Inferred(BackendConfig(name)), qat=self.qat)
+            result.error = f"spec: it does not compile ({type(exc).__name__}: {exc})"
+            return result
         result = QuantizerExport(text, inferred, qat=self.qat)
         result.pipeline = pipeline[0] if pipeline is not None else ""
         result.left_out = [branches[index].label for index in sorted(self.dropped)]
