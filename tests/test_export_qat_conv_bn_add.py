@@ -191,15 +191,85 @@ def _qat_differences(spec: Path, original, models) -> list[str]:
     return differing
 
 
+class _TwoBlocks(nn.Module):
+    """A ResNet-like net none of export's models is: a conv-bn-relu stem, then two basic
+    blocks, one adding the shortcut on the right (``x + bn(conv(x))``), each with ReLU
+    modules of its own (X86 refuses a module called twice), then pool and a classifier."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU())
+        self.convs = nn.ModuleList(nn.Conv2d(8, 8, 3, padding=1) for _ in range(4))
+        self.bns = nn.ModuleList(nn.BatchNorm2d(8) for _ in range(4))
+        self.relus = nn.ModuleList(nn.ReLU() for _ in range(4))
+        self.pool, self.fc = nn.AdaptiveAvgPool2d(1), nn.Linear(8, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(x)
+        y = self.relus[0](self.bns[0](self.convs[0](x)))
+        x = self.relus[1](self.bns[1](self.convs[1](y)) + x)
+        y = self.relus[2](self.bns[2](self.convs[2](x)))
+        x = self.relus[3](x + self.bns[3](self.convs[3](y)))
+        return self.fc(torch.flatten(self.pool(x), 1))
+
+
+def _two_blocks() -> tuple[nn.Module, tuple]:
+    torch.manual_seed(0)
+    return _TwoBlocks().eval(), (torch.randn(2, 3, 16, 16),)
+
+
+#: Models the export never saw, with conv-bn-add(-relu) blocks (F.relu after the add in
+#: resblock, which X86 does not fuse: the three-op chain then).
+_UNSEEN = ("resblock", "mobilenetish", "seish", "unetish")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("factory", ["x86_qat", "arm_inductor_qat"])
-def test_a_qat_config_fusing_conv_bn_add_exports_and_matches(tmp_path, factory):
-    """X86's and Arm-inductor's QAT configs export, verified in the QAT flow, with the
-    conv-bn-add-relu chain in the complex format, and train like the originals on models
-    the export never saw (ResNet-shaped ones with conv-bn-add-relu blocks among them)."""
+@pytest.mark.parametrize(
+    ("factory", "written"),
+    [
+        # X86 annotates conv-bn-add-relu as one unit: four ops, the complex format.
+        ("x86_qat", "pattern_complex_format: [nn.ReLU, [operator.add, [nn.BatchNorm2d,"),
+        # Arm-inductor annotates conv-bn-add and leaves the relu to itself: three ops, a
+        # forward pattern matched through its ATen chain, batch_norm included.
+        (
+            "arm_inductor_qat",
+            "- aten.batch_norm.default\n          - [aten.add.Tensor, aten.add_.Tensor]",
+        ),
+    ],
+)
+def test_a_qat_config_fusing_conv_bn_add_exports_and_matches(tmp_path, factory, written):
+    """X86's and Arm-inductor's QAT configs export, verified in the QAT flow, with their
+    conv-bn-add chain, and train like the originals on models the export never saw."""
     done, out = export(tmp_path, f"{FIXTURES / 'qat_conv_bn_add.py'}:{factory}")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "in the QAT flow" in done.stderr
-    assert "pattern_complex_format: [nn.ReLU, [operator.add, [nn.BatchNorm2d" in out.read_text()
-    models = [*named_models("resnet18_net", "conv_bn_relu"), *unseen()]
+    assert written in out.read_text()
+    models = [
+        ("two_blocks", _two_blocks),
+        *named_models("conv_bn_relu", "residual"),
+        *[(name, made) for name, made in unseen() if name in _UNSEEN],
+    ]
     assert _qat_differences(out, fixture("qat_conv_bn_add", factory), models) == []
+
+
+def test_an_inferred_spec_that_does_not_compile_is_reported_as_bespecs_bug(monkeypatch):
+    """Inference writing what torch refuses (a four-op forward pattern, before the complex
+    format: "Expected a tuple with 2 or 3 elements") is a refusal that says it is bespec's
+    bug, not a bare error, and nothing is written."""
+    from types import SimpleNamespace
+
+    import backend_spec.export.quantizer as exporting
+    from backend_spec.cli.render.quantizer_export import render_refusal
+
+    def refused(*_args, **_kwargs):
+        raise ValueError("Expected a tuple with 2 or 3 elements")
+
+    monkeypatch.setattr(exporting, "infer", refused)
+    flow = SimpleNamespace(
+        branches=[], fmt="yaml", name="t", qat=True, probed={}, unit_names={},
+        recorder=SimpleNamespace(pipeline=None, graph_inputs=[]),
+    )  # fmt: skip
+    result = exporting._Flow.verify(flow, [])
+    assert not result.ok and result.text == ""
+    shown = render_refusal(result)
+    assert "bespec bug: the inferred spec does not compile: ValueError: Expected a tuple" in shown

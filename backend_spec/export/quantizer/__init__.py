@@ -42,7 +42,8 @@ class QuantizerExport:
     models: list[BranchResult] = field(default_factory=list)
     #: The probes (one unit in one context each), one result each.
     probes: list[BranchResult] = field(default_factory=list)
-    #: A crash of either quantizer on the suite ("quantizer: ..." / "spec: ...").
+    #: A crash of either quantizer on the suite ("quantizer: ..." / "spec: ..."), or the
+    #: inferred spec failing to compile ("compile: ...", bespec's bug as well).
     error: str = ""
     #: Branches the original quantizer itself fails on (left out of probing and verification).
     left_out: list[str] = field(default_factory=list)
@@ -296,7 +297,7 @@ class _Flow:
             text = dump(inferred.backend_config, fmt, name=name)
         except Exception as exc:  # noqa: BLE001 - an inferred spec that does not build: our bug
             result = QuantizerExport("", Inferred(BackendConfig(name)), qat=self.qat)
-            result.error = f"spec: it does not compile ({type(exc).__name__}: {exc})"
+            result.error = f"compile: {type(exc).__name__}: {str(exc)[:300]}"
             return result
         result = QuantizerExport(text, inferred, qat=self.qat)
         result.pipeline = pipeline[0] if pipeline is not None else ""
