@@ -285,7 +285,9 @@ class _Compiler:
     def traced_chain(self, entry: _Entry) -> tuple[tuple[list, list, list] | None, str]:
         """(chain, where, groups) of the entry's ops as torch.export traces them."""
         facts = entry.facts
-        if facts.pattern is None and not _linear_complex(facts.get("pattern_complex_format")):
+        if facts.pattern is None and not traceable_complex(
+            facts.get("pattern_complex_format"), fused=facts.get("fuser_method") is not None
+        ):
             return None, "complex-format pattern with MatchAllNode or branches: no chain matcher"
         chain, where, groups = [], [], []
         for index, op in enumerate(entry.ops):
@@ -499,6 +501,25 @@ def _linear_complex(pattern: Any) -> bool:
     return pattern is not MatchAllNode
 
 
+def traceable_complex(pattern: Any, fused: bool) -> bool:
+    """Whether a complex-format pattern is traced as the chain of its ops: a plain chain, or
+    (not ``fused``) a chain whose later ops read it as their first argument and anything
+    else (``MatchAllNode``) after it: ``(relu, (add, (bn, conv), MatchAllNode))``, the
+    conv-bn-add-relu that torch's forward ``pattern`` (2 or 3 ops) cannot state. A fused
+    entry is left out: FX quantizes its fused module, which the chain does not trace."""
+    if _linear_complex(pattern):
+        return True
+    if fused:
+        return False
+    while isinstance(pattern, tuple):
+        if len(pattern) < 2 or isinstance(pattern[0], tuple):
+            return False
+        if any(extra is not MatchAllNode for extra in pattern[2:]):
+            return False
+        pattern = pattern[1]
+    return pattern is not MatchAllNode
+
+
 @functools.lru_cache(maxsize=2048)
 def _op_label(op: Any) -> str:
     from backend_spec.names.labels import object_label
@@ -524,10 +545,13 @@ def ops_label(ops: list[Any] | tuple[Any, ...]) -> str:
     return _op_label(ops[0]) if len(ops) == 1 else "(" + ", ".join(map(_op_label, ops)) + ")"
 
 
-def skip_reason(ops: list[Any] | tuple[Any, ...] | None, complex_key: Any = None) -> str | None:
-    """Why an entry with these ops (or this complex pattern key) has no traced pt2e chain."""
+def skip_reason(
+    ops: list[Any] | tuple[Any, ...] | None, complex_key: Any = None, fused: bool = True
+) -> str | None:
+    """Why an entry with these ops (or this complex pattern key, of a ``fused`` entry or
+    not) has no traced pt2e chain."""
     if ops is None:
-        if _linear_complex(complex_key):
+        if traceable_complex(complex_key, fused):
             return None
         return "complex-format pattern with MatchAllNode or branches: no chain matcher"
     for op in ops:

@@ -90,6 +90,11 @@ def render_refusal(result: Any) -> str:
             f"error: bespec bug: the quantizer of the inferred spec fails{escape(where)}: "
             f"{escape(result.error.removeprefix('spec: '))} (please report it)"
         )
+    elif result.error.startswith("compile: "):
+        lines.append(
+            "error: bespec bug: the inferred spec does not compile: "
+            f"{escape(result.error.removeprefix('compile: '))} (please report it)"
+        )
     elif result.error:
         lines.append(f"error: the original quantizer fails: {escape(result.error)}")
     differing = result.differing_ops()

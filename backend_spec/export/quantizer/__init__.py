@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from backend_spec._torch import quiet
+from backend_spec._torch import BackendConfig, quiet
 from backend_spec.export.quantizer.infer import Gap, Inferred, infer, rewrite_gaps
 from backend_spec.export.quantizer.verify import BranchResult, compare_runs, run
 
@@ -42,7 +42,8 @@ class QuantizerExport:
     models: list[BranchResult] = field(default_factory=list)
     #: The probes (one unit in one context each), one result each.
     probes: list[BranchResult] = field(default_factory=list)
-    #: A crash of either quantizer on the suite ("quantizer: ..." / "spec: ...").
+    #: A crash of either quantizer on the suite ("quantizer: ..." / "spec: ..."), or the
+    #: inferred spec failing to compile ("compile: ...", bespec's bug as well).
     error: str = ""
     #: Branches the original quantizer itself fails on (left out of probing and verification).
     left_out: list[str] = field(default_factory=list)
@@ -310,18 +311,23 @@ class _Flow:
 
         branches, fmt, name = self.branches, self.fmt, self.name
         pipeline = self.recorder.pipeline
-        inferred = infer(
-            self.probed,
-            self.unit_names,
-            name,
-            self.recorder.graph_inputs,
-            rewritten=pipeline is not None,
-        )
-        if pipeline is None:
-            inferred.gaps += rewrite_gaps(self.recorder.rewritten)
-        else:  # the caller's pass rewrites the graph as the quantizer does: the spec runs it
-            inferred.backend_config = _with_passes(inferred.backend_config, pipeline[1])
-        text = dump(inferred.backend_config, fmt, name=name)
+        try:
+            inferred = infer(
+                self.probed,
+                self.unit_names,
+                name,
+                self.recorder.graph_inputs,
+                rewritten=pipeline is not None,
+            )
+            if pipeline is None:
+                inferred.gaps += rewrite_gaps(self.recorder.rewritten)
+            else:  # the caller's pass rewrites the graph as the quantizer does: the spec runs it
+                inferred.backend_config = _with_passes(inferred.backend_config, pipeline[1])
+            text = dump(inferred.backend_config, fmt, name=name)
+        except Exception as exc:  # noqa: BLE001 - an inferred spec that does not build: our bug
+            result = QuantizerExport("", Inferred(BackendConfig(name)), qat=self.qat)
+            result.error = f"compile: {type(exc).__name__}: {str(exc)[:300]}"
+            return result
         result = QuantizerExport(text, inferred, qat=self.qat)
         result.pipeline = pipeline[0] if pipeline is not None else ""
         result.left_out = [branches[index].label for index in sorted(self.dropped)]

@@ -30,7 +30,7 @@ from backend_spec.export.quantizer.probe import (
     functional_chain,
     functional_tail,
 )
-from backend_spec.ir import Backend, DTypeConfig, DTypeMapping, Entry, Origin
+from backend_spec.ir import Backend, DTypeConfig, DTypeMapping, Entry, FunctionRef, Origin
 from backend_spec.ir.lift import key_of
 from backend_spec.ir.lower import lower
 from backend_spec.pt2e.table import POLICY_VALUES
@@ -424,14 +424,17 @@ class _Builder:
             # nn.ReLU6): the difference is theirs, not the spelling's.
             or (bool(when) and not _meets(_alone_ops(probed, spelled), dict(when)))
         )
+        # Where a later op reads more than the chain (the add of conv-bn-add): a chain longer
+        # than torch's forward pattern takes is written in the complex format (:func:`_nested`).
+        extras = tuple(i for i, o in enumerate(ops) if i and _extra_inputs(o))
         if exact and "@" in key:
             # The chain called as functions, its first op matched as called: each spelling
             # of the others (F.relu, torch.relu, x.relu(), nn.ReLU) fuses alike.
             for tail in _tail_spellings(kept[1:]):
                 chain = [kept[0], *tail]
-                self.add(targets, chain, ops[0], ops[-1], dict(policy), False, linear_chain)
+                self.add(targets, chain, ops[0], ops[-1], dict(policy), False, linear_chain, extras)
             return
-        self.add(targets, kept, ops[0], ops[-1], policy, any_spelling, priority=linear_chain)
+        self.add(targets, kept, ops[0], ops[-1], policy, any_spelling, linear_chain, extras)
 
     def conditions(self, key: str, targets: list[str], probed: dict[str, Any]) -> Any:
         """``when`` (version 7) of a fused chain whose ATen ops another probed chain shares
@@ -491,7 +494,9 @@ class _Builder:
         policy: dict[str, str],
         any_spelling: bool = True,
         priority: bool = False,
+        extras: tuple[int, ...] = (),
     ) -> None:
+        """The entry of a unit (``extras``: the chain ops that read another input too)."""
         chain_key = ">".join(targets) + ("" if any_spelling else f"@{'>'.join(names)}")
         if chain_key in self.seen_chains:
             return
@@ -572,7 +577,9 @@ class _Builder:
             None if weight is None else torch.float,
             bool(act.get("is_dynamic")) or None,
         )
-        self.entry(label, targets, names, dtype_config, observation, policy, any_spelling, priority)
+        self.entry(
+            label, targets, names, dtype_config, observation, policy, any_spelling, priority, extras
+        )
 
     def entry(
         self,
@@ -584,10 +591,12 @@ class _Builder:
         policy: dict[str, str],
         any_spelling: bool,
         priority: bool = False,
+        extras: tuple[int, ...] = (),
     ) -> None:
         """Add the pattern entry (matched through its ATen chain unless spelled exactly);
         ``priority``: before the other entries of its length (the pt2e runtime keeps spec order
-        among chains of one length)."""
+        among chains of one length); ``extras``: the ops reading another input too, a
+        ``MatchAllNode`` each when the chain is too long for a forward pattern."""
         pattern = names[0] if len(names) == 1 else tuple(names)
         resolved = _resolve(pattern) if any_spelling else _resolve_exact(names)
         values = {
@@ -596,6 +605,16 @@ class _Builder:
             "dtype_configs": (dtype_config,),
             **_reference_modules(resolved),
         }
+        if isinstance(resolved, tuple) and len(resolved) > _FORWARD_OPS:
+            nested = _nested(resolved, extras)
+            values = {
+                "pattern_complex_format": nested,
+                "observation_type": observation,
+                "dtype_configs": (dtype_config,),
+                **_reference_modules(resolved),
+                **_torch_getters(nested),
+            }
+            resolved = None
         share = ObservationType.OUTPUT_SHARE_OBSERVER_WITH_INPUT
         if observation == share and len(targets) == 1 and targets[0] in self.own_with_a_scalar:
             # x * 0.5 observed on its own, x * y shared: FX's observation by tensor count.
@@ -606,7 +625,8 @@ class _Builder:
         if stage and "annotation_stage" not in policy:  # the chain's first op's (conv's)
             policy = {**policy, "annotation_stage": stage}
         chosen = tuple((k, v) for k, v in policy.items() if v != _DEFAULTS.get(k))
-        config = Entry(key_of(resolved), _INFERRED, Entry.ordered(values), aten, chosen)
+        key = key_of(resolved, values.get("pattern_complex_format"))
+        config = Entry(key, _INFERRED, Entry.ordered(values), aten, chosen)
         self.configs.append((len(targets), priority, config, label))
         self.inferred.entries.append(label)
 
@@ -1245,6 +1265,41 @@ def _reference_modules(op: Any) -> dict[str, Any]:
                 "root_module": known.root_module,
                 "reference_quantized_module": known.reference_quantized_module,
             }
+    return {}
+
+
+#: The most ops torch's forward ``pattern`` takes (``set_pattern``: "a tuple with 2 or 3
+#: elements"); a longer chain is written in the complex format.
+_FORWARD_OPS = 3
+
+
+def _nested(ops: tuple[Any, ...], extras: tuple[int, ...]) -> tuple[Any, ...]:
+    """A forward chain in torch's reversed nested complex format, each op of ``extras``
+    reading the chain first and anything (``MatchAllNode``) after it: conv, bn, add, relu
+    with the add in ``extras`` -> ``(relu, (add, (bn, conv), MatchAllNode))``, as torch's
+    onednn backend writes conv-bn-add-relu (the pt2e runtime traces it as the chain:
+    :func:`backend_spec.pt2e.rules.traceable_complex`)."""
+    from torch.ao.quantization.utils import MatchAllNode
+
+    nested: Any = ops[0]
+    for index, op in enumerate(ops[1:], start=1):
+        nested = (op, nested, MatchAllNode) if index in extras else (op, nested)
+    return nested
+
+
+def _torch_getters(nested: Any) -> dict[str, Any]:
+    """The ``root_node_getter`` and ``extra_inputs_getter`` torch's onednn backend gives the
+    same complex pattern (FX's default root of a complex pattern is its last-matched node,
+    the add's other input; torch's getters name the conv): none when torch has none."""
+    from backend_spec.names.vocabulary import builtin_backend_config
+
+    for known in builtin_backend_config("onednn").configs:
+        if known._pattern_complex_format == nested:
+            getters = (
+                ("root_node_getter", known._root_node_getter),
+                ("extra_inputs_getter", known._extra_inputs_getter),
+            )
+            return {key: FunctionRef.of(value) for key, value in getters if value is not None}
     return {}
 
 

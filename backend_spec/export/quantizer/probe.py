@@ -63,6 +63,11 @@ FUSION_CANDIDATES: tuple[tuple[str, ...], ...] = (
     ("operator.mul", "nn.ReLU"),
     ("nn.Conv2d", "operator.add"),
     ("nn.Conv2d", "operator.add", "nn.ReLU"),
+    # QAT annotates before it folds: X86 fuses conv-bn-add(-relu) as one unit of four ops
+    # (written in the complex format, :func:`.infer._nested`); in PTQ the BN is folded and
+    # these show what conv-add(-relu) shows.
+    ("nn.Conv2d", "nn.BatchNorm2d", "operator.add"),
+    ("nn.Conv2d", "nn.BatchNorm2d", "operator.add", "nn.ReLU"),
 )
 
 #: ATen ops that models produce but no name of the packaged table traces to (indexing, a

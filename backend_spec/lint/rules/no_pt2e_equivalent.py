@@ -65,7 +65,7 @@ def _skipped(context: LintContext) -> Iterator[tuple[str, Problem]]:
     for entry in context.entries:
         if entry.model.aten or (entry.ops is None and entry.key is None):
             continue
-        reason = skip_reason(entry.ops, entry.key)
+        reason = skip_reason(entry.ops, entry.key, fused=entry.model.fuser_method is not None)
         # An op bespec cannot even call (BS512's business) says nothing about pt2e.
         if reason is not None and _NO_MODEL not in reason:
             yield (
