@@ -4,6 +4,8 @@ whose XNNPACK helpers stand in for torch.ao's removed ones) can be imported."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -52,3 +54,53 @@ def test_core_mls_linear_exports_its_unset_activation_range(factory, expected):
     act = dtype_config.mapping("input_dtype")
     assert (act.get("fake_quant"), act.get("ptq_fake_quant")) == ("fake_quantize", True)
     assert act.get("customized_qrange") is expected
+
+
+# --- exported through the CLI, compared on models the export never saw ----------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).parent / "fixtures" / "quantizers"
+
+
+def _export(tmp_path: Path, config: str) -> tuple[subprocess.CompletedProcess, Path]:
+    out = tmp_path / "spec.yaml"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
+    done = subprocess.run(
+        [sys.executable, "-m", "backend_spec", "export", f"{FIXTURES / 'coreml.py'}:{config}"]
+        + ["-o", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=1800,
+    )
+    return done, out
+
+
+def _unseen():
+    import unseen  # tests/fixtures/quantizers is on sys.path (above)
+
+    return unseen.UNSEEN
+
+
+def _matches(spec: Path, original, models) -> list[str]:
+    """What differs between the spec's PTQ quantizer and the original on ``models``
+    (placement, qparams, outputs by torch.equal)."""
+    import backend_spec
+    from backend_spec.pt2e.compare import compare_quantizers
+
+    results = compare_quantizers(original, lambda: backend_spec.quantizer(spec), models)
+    return [f"{r.name}: {d}" for r in results for d in r.differences]
+
+
+def test_core_mls_weight_only_config_exports_verifies_and_matches_unseen_models(tmp_path):
+    """Float activations, fake-quantized conv and linear weights: every qspec is a
+    fake-quantize, so export verifies in the QAT flow, where the spec's weight-only conv
+    before a BatchNorm failed in prepare_qat_pt2e (IndexError, a bespec bug). The spec
+    verifies, and its PTQ quantizer is alike on eleven models the export never saw."""
+    done, out = _export(tmp_path, "weight_only")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "verified:" in done.stderr and "bespec bug" not in done.stderr
+    text = out.read_text()
+    assert "input_dtype: float" in text and "ptq_fake_quant: true" in text
+    assert _matches(out, coreml.weight_only, _unseen()) == []

@@ -266,3 +266,37 @@ def test_compiled_module_has_the_qat_quantizer(
     kinds = {s.get("fake_quant") for s in trained.table["specs"].values()}
     assert kinds == {"fused_moving_avg", "fake_quantize"}
     assert all("fake_quant" not in s for s in plain.table["specs"].values())
+
+
+WEIGHT_ONLY = """\
+spec_version: 6
+name: weight_only
+dtype_configs:
+  w:
+    input_dtype: float
+    output_dtype: float
+    weight_dtype: {{dtype: qint8, qscheme: symmetric, fake_quant: fake_quantize{ptq}}}
+patterns:
+  - pattern: F.conv2d
+    dtype_configs: [w]
+    aten: [[aten.conv2d.default]]
+"""
+
+
+@pytest.mark.parametrize("ptq", ["", ", ptq_fake_quant: true"], ids=["qat_only", "ptq_fake_quant"])
+def test_a_weight_only_conv_before_batch_norm_prepares_for_qat(tmp_path: Path, ptq: str) -> None:
+    """torchao's QAT conv-bn fold rebuilds the conv's qspec map by position (input, weight,
+    bias); a weight-only rule wrote the weight alone and prepare_qat_pt2e failed (IndexError,
+    Core ML's weight-only export). The float input now comes first, without a qspec."""
+    from torchao.quantization.pt2e.quantize_pt2e import prepare_qat_pt2e
+
+    spec = tmp_path / "weight_only.yaml"
+    spec.write_text(WEIGHT_ONLY.format(ptq=ptq))
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4)).train()
+    example = (torch.randn(2, 3, 8, 8),)
+    exported = torch.export.export(model, example).module()
+    prepared = prepare_qat_pt2e(exported, backend_spec.quantizer(spec, qat=True))
+    prepared(*example)
+    (conv,) = [n for n in prepared.graph.nodes if n.target == torch.ops.aten.conv2d.default]
+    observed = [arg.op == "call_module" for arg in conv.args[:2]]
+    assert observed == [False, True]  # the input stays float, the weight is fake-quantized

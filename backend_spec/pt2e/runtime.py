@@ -624,6 +624,11 @@ class _Annotator:
             if rule.weight is not None:  # weight-only (float input and output), as FX does
                 first = match.nodes[0]
                 qspec_map = first.meta["quantization_annotation"].input_qspec_map
+                # The float activation input first, with no qspec: prepare_qat_pt2e's conv-bn
+                # rewrite reads the map by position (input, weight, bias), and a map holding
+                # only the weight failed there (IndexError).
+                for arg in self.activation_inputs(first):
+                    qspec_map[arg] = None
                 self.annotate_weights(first, rule, qspec_map)
             return
         observation = self.observation(match)
