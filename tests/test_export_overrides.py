@@ -133,15 +133,16 @@ WEIGHT = {
 }
 
 
-def test_a_fusion_is_also_probed_called_as_functions():
-    """Conv + ReLU written with functions throughout is a unit of its own (a spelling)."""
+def test_a_fusion_called_as_functions_is_spelled_with_functions_throughout():
+    """Conv + ReLU written with functions throughout (BatchNorm chains aside). The probe
+    suite does not probe it yet: with X86 the called chains' probes differ from the module
+    ones in ways inference does not yet write right (conv + add, linear + hardtanh), which
+    refused X86's default config."""
     assert probe.functional_chain(("nn.Conv2d", "nn.ReLU")) == ("F.conv2d", "F.relu")
     assert probe.functional_chain(("nn.Conv2d", "nn.BatchNorm2d")) == (
         "nn.Conv2d",
         "nn.BatchNorm2d",
     )
-    spellings = {unit.key: unit.names for unit in probe.units() if unit.spelling}
-    assert spellings[CALLED] == ("F.conv2d", "F.relu")
 
 
 @pytest.mark.parametrize("module_fused", [False, True], ids=["module_float", "module_fused"])
@@ -199,8 +200,7 @@ CONFIGS = {
     "x86_per_tensor": (False, ""),
     # One conv + relu entry for every spelling, as before the called spelling was probed.
     "xnnpack_default": (True, "aten: [[aten.conv2d.default, [aten.relu.default"),
-    # nn.Conv2d left float, a called conv fused with its relu however that is written.
-    "xnnpack_float_conv": (True, "  - pattern: [F.conv2d, torch.relu]\n"),
+    "xnnpack_float_conv": (True, ""),
     "xnnpack_dynamic_conv": (True, ""),
     "xnnpack_per_channel_conv": (True, ""),
     "xnnpack_operator_linear_float": (True, ""),
@@ -233,12 +233,24 @@ def _models():
 
 #: Configs whose export verifies but still differs on an unseen model, and why.
 KNOWN_GAPS = {
-    "xnnpack_per_channel_linear": (
-        "the per-spelling entries are exact: F.linear (the global config) does not match the "
-        "linear inside nn.MultiheadAttention (out_proj, not an nn.Linear for XNNPACK's type "
-        "test), which XNNPACK quantizes with its global config (transformerish)"
+    "xnnpack_float_conv": (
+        "set_module_type(nn.Conv2d, None) leaves nn.Conv2d + nn.ReLU float but fuses a called "
+        "F.conv2d with its relu by the global config; the called chain is not probed (see "
+        "test_a_fusion_called_as_functions_is_spelled_with_functions_throughout), so the spec "
+        "leaves the functional net's convs float"
     ),
 }
+
+
+#: The configs the slow test exports (one export and ~25 comparisons each, minutes on two
+#: cores): one per kind of override; the others share their code paths.
+SLOW_CONFIGS = (
+    "x86_default",
+    "x86_float_conv",
+    "x86_function_linear_float",
+    "xnnpack_float_conv",
+    "xnnpack_per_channel_linear",
+)
 
 
 def _config_params():
@@ -246,7 +258,7 @@ def _config_params():
         pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[name]))
         if name in KNOWN_GAPS
         else name
-        for name in CONFIGS
+        for name in SLOW_CONFIGS
     ]
 
 
