@@ -121,8 +121,12 @@ def test_xnnpack_with_linear_left_float_exports_and_matches_unseen_models(tmp_pa
     assert "verified:" in done.stderr
     text = out.read_text()
     assert "pattern: F.max_pool2d" in text and "quantize: if_input_quantized" in text
-    # set_module_type matches the module only: F.linear keeps the global config.
-    assert "pattern: nn.Linear" not in text and "  - pattern: F.linear\n" in text
+    # set_module_type matches the module only: nn.Linear gets a float entry, written before
+    # the call's entry, which keeps the global config for every other spelling (its aten).
+    module, call = text.index("  - pattern: nn.Linear\n"), text.index("  - pattern: F.linear\n")
+    assert module < call
+    assert text[module:].split("\n")[1] == "    dtype_configs: [in_float_out_float]"
+    assert text[call:].split("\n")[2] == "    aten: [[aten.linear.default]]"
     models = named_models("resnet18_net", "functional", "transformer", "pool_act", "cat_groups")
     assert differences(out, _fixture("xnnpack_float_linear"), models) == []
 
