@@ -87,6 +87,28 @@ def differences(spec: Any, original: Any, models: Any) -> list[str]:
     return [f"{r.name}: {d}" for r in results for d in r.differences]
 
 
+def qat_differences(spec: Any, original: Any, models: Any) -> list[str]:
+    """The models on which the spec's QAT quantizer and the factory ``original`` differ after
+    the same training-mode passes (outputs, activation qparams)."""
+    import torch
+
+    import backend_spec
+    from backend_spec.pt2e.flows import calibration
+    from backend_spec.pt2e.qat import run_pt2e_qat
+
+    differing = []
+    for name, factory in models:
+        model, example_inputs = factory()
+        batches = calibration(example_inputs)
+        first = run_pt2e_qat(original(), model, example_inputs, batches)
+        second = run_pt2e_qat(
+            backend_spec.quantizer(spec, qat=True), model, example_inputs, batches
+        )
+        if not torch.equal(first.output, second.output) or first.qparams != second.qparams:
+            differing.append(name)
+    return differing
+
+
 def named_models(*names: str) -> list[tuple[str, Any]]:
     """The packaged nets and parity nets called ``names``."""
     from backend_spec.pt2e import parity_nets

@@ -10,45 +10,25 @@ the export never saw.
 from __future__ import annotations
 
 import importlib.util
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("torchao", reason="the pt2e extra (torchao) is not installed")
 
+from _export_helpers import FIXTURES, bespec, fixture, observed  # noqa: E402
+
 from backend_spec.export.quantizer import _before_consumers, probe  # noqa: E402
 from backend_spec.export.quantizer.infer import infer  # noqa: E402
 from backend_spec.ir.lower import backend_of  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).parent / "fixtures" / "quantizers"
 FLATTEN, MATMUL = "aten.flatten.using_ints", "aten.matmul.default"
 
-ACT = {
-    "kind": "observed",
-    "dtype": "uint8",
-    "quant_min": 0,
-    "quant_max": 255,
-    "qscheme": "per_tensor_affine",
-    "ch_axis": None,
-    "is_dynamic": False,
-    "observer": "HistogramObserver",
-    "kwargs": {"eps": 2**-12},
-}
+ACT = observed(dtype="uint8", quant_min=0, quant_max=255)
 SHARED = {"kind": "shared", "with": "input:0"}
 
 
 def _fixtures():
-    sys.path.insert(0, str(FIXTURES))
-    try:
-        import overrides
-        import unseen
-    finally:
-        sys.path.remove(str(FIXTURES))
-    return overrides, unseen
+    return fixture("overrides"), fixture("unseen")
 
 
 def _op(target, inputs=None, output=None, annotated=None):
@@ -184,10 +164,6 @@ def test_a_chain_fused_only_when_called_as_functions_gets_an_entry_of_that_spell
 
 # --- slow: one CLI export per config --------------------------------------------------------
 
-needs_executorch = pytest.mark.skipif(
-    importlib.util.find_spec("executorch") is None, reason="executorch cannot be imported"
-)
-
 #: factory -> (needs executorch, text the spec must have).
 CONFIGS = {
     "x86_default": (False, "consumers: quantizable"),
@@ -208,18 +184,6 @@ CONFIGS = {
     "xnnpack_operator_conv_dynamic": (True, ""),
     "xnnpack_per_channel_linear": (True, ""),
 }
-
-
-def _bespec(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "backend_spec", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=900,
-    )
 
 
 def _models():
@@ -272,7 +236,7 @@ def test_a_per_type_override_exports_verifies_and_matches_unseen_models(tmp_path
     if executorch and importlib.util.find_spec("executorch") is None:
         pytest.skip("executorch cannot be imported")
     out = tmp_path / "spec.yaml"
-    done = _bespec("export", f"{FIXTURES / 'overrides.py'}:{factory}", "-o", str(out))
+    done = bespec("export", f"{FIXTURES / 'overrides.py'}:{factory}", "-o", str(out))
     assert done.returncode == 0, done.stderr[-3000:]
     assert "verified:" in done.stderr
     assert line in out.read_text()

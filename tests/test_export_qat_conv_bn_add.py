@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from tests._export_helpers import FIXTURES, export, fixture, named_models, unseen
+from _export_helpers import FIXTURES, export, fixture, named_models, qat_differences, unseen
 
 nn = torch.nn
 
@@ -171,26 +170,6 @@ def test_inference_writes_a_four_op_qat_chain_in_the_complex_format():
     ] in chains
 
 
-def _qat_differences(spec: Path, original, models) -> list[str]:
-    """The models on which the spec's QAT quantizer and the original differ after the same
-    training-mode passes (outputs, activation qparams)."""
-    import backend_spec
-    from backend_spec.pt2e.flows import calibration
-    from backend_spec.pt2e.qat import run_pt2e_qat
-
-    differing = []
-    for name, factory in models:
-        model, example_inputs = factory()
-        batches = calibration(example_inputs)
-        first = run_pt2e_qat(original(), model, example_inputs, batches)
-        second = run_pt2e_qat(
-            backend_spec.quantizer(spec, qat=True), model, example_inputs, batches
-        )
-        if not torch.equal(first.output, second.output) or first.qparams != second.qparams:
-            differing.append(name)
-    return differing
-
-
 class _TwoBlocks(nn.Module):
     """A ResNet-like net none of export's models is: a conv-bn-relu stem, then two basic
     blocks, one adding the shortcut on the right (``x + bn(conv(x))``), each with ReLU
@@ -250,7 +229,7 @@ def test_a_qat_config_fusing_conv_bn_add_exports_and_matches(tmp_path, factory, 
         *named_models("residual"),
         *[(name, made) for name, made in unseen() if name in _UNSEEN],
     ]
-    assert _qat_differences(out, fixture("qat_conv_bn_add", factory), models) == []
+    assert qat_differences(out, fixture("qat_conv_bn_add", factory), models) == []
 
 
 def test_an_inferred_spec_that_does_not_compile_is_reported_as_bespecs_bug(monkeypatch):

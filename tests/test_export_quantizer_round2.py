@@ -9,8 +9,6 @@ torchao and executorch through the CLI, once each.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("torchao", reason="the pt2e extra (torchao) is not installed")
@@ -24,6 +22,7 @@ from _export_helpers import (  # noqa: E402
     named_models,
     needs_executorch,
     observed,
+    qat_differences,
 )
 
 from backend_spec.export.quantizer import probe  # noqa: E402
@@ -495,26 +494,6 @@ def _original(name: str):
     return fixture("round2", name)
 
 
-def _qat_matches(spec: Path, original, models) -> list[str]:
-    """The models on which the spec's QAT quantizer and the original differ after the same
-    training-mode passes (outputs, activation qparams)."""
-    import backend_spec
-    from backend_spec.pt2e.flows import calibration
-    from backend_spec.pt2e.qat import run_pt2e_qat
-
-    differing = []
-    for name, factory in models:
-        model, example_inputs = factory()
-        batches = calibration(example_inputs)
-        first = run_pt2e_qat(original(), model, example_inputs, batches)
-        second = run_pt2e_qat(
-            backend_spec.quantizer(spec, qat=True), model, example_inputs, batches
-        )
-        if not torch.equal(first.output, second.output) or first.qparams != second.qparams:
-            differing.append(name)
-    return differing
-
-
 @pytest.mark.slow
 @needs_executorch
 def test_an_embedding_and_xnnpack_composition_exports_both_parts(tmp_path):
@@ -558,7 +537,7 @@ def test_xnnpacks_qat_config_is_verified_in_the_qat_flow(tmp_path):
     assert "spec_version: 6\n" in text
     assert "fake_quant: fused_moving_avg" in text and "ptq_fake_quant: true" in text
     models = named_models("resnet18_net", "conv_bn_relu", "transformer")
-    assert _qat_matches(out, _original("xnnpack_qat"), models) == []
+    assert qat_differences(out, _original("xnnpack_qat"), models) == []
 
 
 def test_a_graph_input_observed_for_its_reader_is_read_as_the_readers_input():

@@ -11,7 +11,6 @@ same qparams, ``torch.equal`` outputs.
 from __future__ import annotations
 
 import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,18 +18,14 @@ import pytest
 pytest.importorskip("torchao", reason="the pt2e extra (torchao) is not installed")
 
 import torch  # noqa: E402
+from _export_helpers import fixture, observed  # noqa: E402
 
-FIXTURES = Path(__file__).parent / "fixtures" / "quantizers"
 HAS_EXECUTORCH = importlib.util.find_spec("executorch") is not None
 HAS_LITERT = importlib.util.find_spec("litert_torch") is not None
 
 
 def _fixture(module: str):
-    sys.path.insert(0, str(FIXTURES))
-    try:
-        return __import__(module)
-    finally:
-        sys.path.remove(str(FIXTURES))
+    return fixture(module)
 
 
 def _xnnpack(**options):
@@ -179,17 +174,7 @@ def test_every_model_is_in_one_group_and_exports():
 
 # --- the fixes these models led to (fast: hand-made probe data) -----------------------------
 
-ACT = {
-    "kind": "observed",
-    "dtype": "int8",
-    "quant_min": -128,
-    "quant_max": 127,
-    "qscheme": "per_tensor_affine",
-    "ch_axis": None,
-    "is_dynamic": False,
-    "observer": "HistogramObserver",
-    "kwargs": {"eps": 2**-12},
-}
+ACT = observed()
 
 
 def _linear(annotated: bool) -> dict:
