@@ -28,6 +28,7 @@ from backend_spec.export.quantizer.probe import (
     LINEAR_CHAINS,
     OVER_CONV,
     functional_chain,
+    functional_name,
     functional_tail,
 )
 from backend_spec.ir import Backend, DTypeConfig, DTypeMapping, Entry, FunctionRef, Origin
@@ -152,11 +153,16 @@ def infer(
     for key, names in fusions:
         spelled = _spelled(key, functional_tail(names), unit_names)
         called = _spelled(key, functional_chain(names), unit_names)
-        if called is not None and _spelled_apart(probed, key, called):
-            # A per-type config of the first op's module (XNNPACK's set_module_type): the
-            # chain called as functions is annotated otherwise, each spelling its own entry.
-            builder.fusion(key, names, probed, None, exact=True)
-            builder.fusion(called, unit_names[called], probed, None, exact=True)
+        if _first_op_apart(probed, names[0], unit_names) or (
+            called is not None and _spelled_apart(probed, key, called)
+        ):
+            # The first op is annotated by how it is written: X86 and Arm leave a called
+            # conv or linear float, a per-type config of its module (XNNPACK's
+            # set_module_type) leaves the called one to the global config. Each spelling of
+            # the first op gets entries of its own, the later ops written every way.
+            builder.fusion(key, names, probed, spelled, exact=True)
+            if called is not None:
+                builder.fusion(called, unit_names[called], probed, None, exact=True)
         else:
             builder.fusion(key, names, probed, spelled)
     builder.claimed(unit_names)
@@ -417,7 +423,7 @@ class _Builder:
         when = self.conditions(key, targets, probed)
         if when:
             policy["when"] = when
-        any_spelling = not exact and (
+        same_tails = (
             spelled is None
             or _without_args(_first_annotated(probed, spelled)) == _without_args((context, ops))
             # The spelled probe's arguments fail the conditions (F.hardtanh's defaults beside
@@ -427,14 +433,16 @@ class _Builder:
         # Where a later op reads more than the chain (the add of conv-bn-add): a chain longer
         # than torch's forward pattern takes is written in the complex format (:func:`_nested`).
         extras = tuple(i for i, o in enumerate(ops) if i and _extra_inputs(o))
-        if exact and "@" in key:
-            # The chain called as functions, its first op matched as called: each spelling
-            # of the others (F.relu, torch.relu, x.relu(), nn.ReLU) fuses alike.
-            for tail in _tail_spellings(kept[1:]):
+        if exact:
+            # The first op matched as it is written here: each spelling of the others (F.relu,
+            # torch.relu, x.relu(), nn.ReLU) fuses alike, unless the chain's functional-tail
+            # probe showed the later ops' spelling matters too (then they are modules).
+            tails = _tail_spellings(kept[1:]) if "@" in key or same_tails else [kept[1:]]
+            for tail in tails:
                 chain = [kept[0], *tail]
                 self.add(targets, chain, ops[0], ops[-1], dict(policy), False, linear_chain, extras)
             return
-        self.add(targets, kept, ops[0], ops[-1], policy, any_spelling, linear_chain, extras)
+        self.add(targets, kept, ops[0], ops[-1], policy, same_tails, linear_chain, extras)
 
     def conditions(self, key: str, targets: list[str], probed: dict[str, Any]) -> Any:
         """``when`` (version 7) of a fused chain whose ATen ops another probed chain shares
@@ -830,7 +838,8 @@ _MAX_TAIL_SPELLINGS = 16
 
 def _tail_spellings(names: list[str]) -> list[tuple[str, ...]]:
     """Every spelling of a chain's later ops (names of the packaged table tracing to the same
-    ATen op: ``F.relu``, ``torch.relu``, ``method:relu``, ``nn.ReLU``), as tuples."""
+    ATen op: ``F.relu``, ``torch.relu``, ``method:relu``, ``nn.ReLU``), as tuples. A BatchNorm
+    stays a module: only a module is folded."""
     import itertools
 
     from backend_spec.pt2e.aten import _cached_table
@@ -838,7 +847,7 @@ def _tail_spellings(names: list[str]) -> list[tuple[str, ...]]:
     table = _cached_table()
     choices = []
     for name in names:
-        chain = (table.get(name) or {}).get("chain")
+        chain = (table.get(name) or {}).get("chain") if "BatchNorm" not in name else None
         same = sorted(
             n for n, d in table.items() if chain and d.get("chain") == chain and "nni." not in n
         )
@@ -850,6 +859,22 @@ def _spelled(key: str, names: tuple[str, ...], unit_names: dict[str, Any]) -> st
     """The unit key of ``key``'s chain spelled ``names``, when it was probed."""
     spelled = f"{key}@{'>'.join(names)}"
     return spelled if spelled in unit_names else None
+
+
+def _first_op_apart(probed: dict[str, Any], first: str, unit_names: dict[str, Any]) -> bool:
+    """Whether a chain's first op (``nn.Conv2d``) is annotated unlike its functional spelling
+    (``F.conv2d``) when each is probed alone: then a fusion starting with it cannot be matched
+    by its ATen chain, which covers every spelling."""
+    called = functional_name(first)
+    if called == first:
+        return False
+    for key, names in unit_names.items():
+        if "@" not in key and tuple(names) == (first,):
+            spelled = _spelled(key, (called,), unit_names)
+            return spelled is not None and _without_args(
+                _first_annotated(probed, key)
+            ) != _without_args(_first_annotated(probed, spelled))
+    return False
 
 
 def _spelled_apart(probed: dict[str, Any], key: str, spelled: str) -> bool:
@@ -1240,7 +1265,6 @@ def _renamed(config: Entry, pattern: Any) -> Entry:
 
 
 def _resolve(pattern: Any) -> Any:
-    from backend_spec.export.quantizer.probe import functional_name
     from backend_spec.names.naming import resolve_name
 
     # FX fuses module chains only with a fuser, while function chains are plain patterns.

@@ -155,6 +155,9 @@ def units() -> tuple[Unit, ...]:
         spelled = functional_tail(names)
         if spelled != names:
             found.append(Unit(spelled, f"{'>'.join(names)}@{'>'.join(spelled)}", True))
+        called = functional_chain(names)
+        if called not in (names, spelled):
+            found.append(Unit(called, f"{'>'.join(names)}@{'>'.join(called)}", True))
     return tuple(found)
 
 
