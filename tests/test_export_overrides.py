@@ -114,15 +114,58 @@ WEIGHT = {
 
 
 def test_a_fusion_called_as_functions_is_spelled_with_functions_throughout():
-    """Conv + ReLU written with functions throughout (BatchNorm chains aside). The probe
-    suite does not probe it yet: with X86 the called chains' probes differ from the module
-    ones in ways inference does not yet write right (conv + add, linear + hardtanh), which
-    refused X86's default config."""
+    """Conv + ReLU written with functions throughout (BatchNorm chains aside), a unit the
+    probe suite runs."""
     assert probe.functional_chain(("nn.Conv2d", "nn.ReLU")) == ("F.conv2d", "F.relu")
     assert probe.functional_chain(("nn.Conv2d", "nn.BatchNorm2d")) == (
         "nn.Conv2d",
         "nn.BatchNorm2d",
     )
+    assert any(unit.names == ("F.conv2d", "F.relu") for unit in probe.units())
+
+
+def _conv(annotated: bool) -> dict:
+    if not annotated:
+        return _op("aten.conv2d.default")
+    return {
+        "target": "aten.conv2d.default",
+        "inputs": {"0": INT8, "1": WEIGHT},
+        "kinds": {"0": "act", "1": "param"},
+        "output": None,
+        "annotated": True,
+    }
+
+
+@pytest.mark.parametrize("chain_probed", [True, False], ids=["called_chain", "single_ops_only"])
+def test_a_chain_whose_first_op_is_left_float_when_called_is_matched_as_a_module(chain_probed):
+    """X86 and Arm's inductor quantizer leave a called conv float, the nn.Conv2d + nn.ReLU
+    chain fused (the relu spelled either way). One ATen entry would quantize F.conv2d +
+    F.relu too: each entry starts with the module, its relu in every spelling. The single
+    ops' probes alone say so (a chain with a BatchNorm has no called probe)."""
+    fused = _unit([_conv(True), _op("aten.relu.default", output=INT8)])
+    probed = {
+        "alone": {
+            "aten.conv2d.default": _unit([_conv(True)]),
+            "aten.conv2d.default@F.conv2d": _unit([_conv(False)]),
+            CONV_RELU: fused,
+            f"{CONV_RELU}@nn.Conv2d>F.relu": fused,
+        }
+    }
+    names = {
+        "aten.conv2d.default": ("nn.Conv2d",),
+        "aten.conv2d.default@F.conv2d": ("F.conv2d",),
+        CONV_RELU: ("nn.Conv2d", "nn.ReLU"),
+        f"{CONV_RELU}@nn.Conv2d>F.relu": ("nn.Conv2d", "F.relu"),
+    }
+    if chain_probed:
+        probed["alone"][CALLED] = _unit([_conv(False), _op("aten.relu.default")])
+        names[CALLED] = ("F.conv2d", "F.relu")
+    entries = backend_of(infer(probed, names, "t").backend_config).entries
+    chains = [e.get("pattern") for e in entries if isinstance(e.get("pattern"), tuple)]
+    torch = probe.torch
+    assert chains and all(p[0] is torch.nn.Conv2d for p in chains)
+    assert {getattr(p[1], "__name__", p[1]) for p in chains} >= {"relu", "ReLU"}
+    assert not any(e.aten for e in entries if isinstance(e.get("pattern"), tuple))
 
 
 @pytest.mark.parametrize("module_fused", [False, True], ids=["module_float", "module_fused"])
@@ -183,6 +226,8 @@ CONFIGS = {
     "xnnpack_operator_linear_per_channel": (True, ""),
     "xnnpack_operator_conv_dynamic": (True, ""),
     "xnnpack_per_channel_linear": (True, ""),
+    # A called conv stays float: its chains start with the module, matched as such.
+    "arm_inductor_default": (False, "pattern: [nn.Conv2d, F.relu]"),
 }
 
 
@@ -195,17 +240,6 @@ def _models():
     return [*parity_nets.PARITY_NETS.items(), *unseen.UNSEEN, *overrides.MODELS]
 
 
-#: Configs whose export verifies but still differs on an unseen model, and why.
-KNOWN_GAPS = {
-    "xnnpack_float_conv": (
-        "set_module_type(nn.Conv2d, None) leaves nn.Conv2d + nn.ReLU float but fuses a called "
-        "F.conv2d with its relu by the global config; the called chain is not probed (see "
-        "test_a_fusion_called_as_functions_is_spelled_with_functions_throughout), so the spec "
-        "leaves the functional net's convs float"
-    ),
-}
-
-
 #: The configs the slow test exports (one export and ~25 comparisons each, minutes on two
 #: cores): one per kind of override; the others share their code paths.
 SLOW_CONFIGS = (
@@ -214,20 +248,12 @@ SLOW_CONFIGS = (
     "x86_function_linear_float",
     "xnnpack_float_conv",
     "xnnpack_per_channel_linear",
+    "arm_inductor_default",
 )
 
 
-def _config_params():
-    return [
-        pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[name]))
-        if name in KNOWN_GAPS
-        else name
-        for name in SLOW_CONFIGS
-    ]
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("factory", _config_params())
+@pytest.mark.parametrize("factory", SLOW_CONFIGS)
 def test_a_per_type_override_exports_verifies_and_matches_unseen_models(tmp_path, factory):
     import backend_spec
     from backend_spec.pt2e.compare import compare_quantizers
