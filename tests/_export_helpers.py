@@ -42,22 +42,34 @@ def pythonpath(*extra: str) -> str:
     return os.pathsep.join(part for part in parts if part)
 
 
-def bespec(*args: str, cwd: Path = ROOT, timeout: int = 1800) -> subprocess.CompletedProcess:
-    """``python -m backend_spec ARGS`` in a child process, as a user runs it."""
+def outside_checkout() -> tuple[str, ...]:
+    """This process's ``sys.path`` entries outside the checkout: where side-installed quantizer
+    packages (coremltools, nncf) live. The checkout's own folders are left out: on the path,
+    ``tests/fixtures/quantizers/openvino.py`` would shadow the ``openvino`` package."""
+    return tuple(p for p in sys.path if p and not Path(p).resolve().is_relative_to(ROOT))
+
+
+def bespec(
+    *args: str, cwd: Path = ROOT, timeout: int = 1800, path: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess:
+    """``python -m backend_spec ARGS`` in a child process, as a user runs it (``path``: more
+    import folders, after the checkout)."""
     return subprocess.run(
         [sys.executable, "-m", "backend_spec", *args],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": pythonpath()},
+        env={**os.environ, "PYTHONPATH": pythonpath(*path)},
         cwd=cwd,
         timeout=timeout,
     )
 
 
-def export(tmp_path: Path, ref: str, *extra: str) -> tuple[subprocess.CompletedProcess, Path]:
+def export(
+    tmp_path: Path, ref: str, *extra: str, path: tuple[str, ...] = ()
+) -> tuple[subprocess.CompletedProcess, Path]:
     """``bespec export REF -o tmp_path/spec.yaml EXTRA``: the run and the file it writes."""
     out = tmp_path / "spec.yaml"
-    return bespec("export", ref, "-o", str(out), *extra), out
+    return bespec("export", ref, "-o", str(out), *extra, path=path), out
 
 
 def observed(**changes: Any) -> dict[str, Any]:

@@ -11,9 +11,7 @@ quantize/dequantize nodes): no spec observer does, and the refusal says so.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,10 +21,10 @@ pytest.importorskip("nncf", reason="nncf (OpenVINO's quantizer) is not installed
 pytest.importorskip("executorch.backends.openvino.quantizer", reason="no OpenVINO quantizer")
 
 import torch  # noqa: E402
+from _export_helpers import export, outside_checkout  # noqa: E402
 
 from backend_spec.export.quantizer import probe  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = "tests.fixtures.quantizers.openvino"
 
 
@@ -60,17 +58,7 @@ def test_the_model_openvino_fails_on_is_found_and_the_probes_kept():
 
 
 def _export(tmp_path: Path, factory: str) -> tuple[subprocess.CompletedProcess, Path]:
-    out = tmp_path / "spec.yaml"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path[1:]])}
-    done = subprocess.run(
-        [sys.executable, "-m", "backend_spec", "export", f"{FIXTURE}:{factory}", "-o", str(out)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=1800,
-    )
-    return done, out
+    return export(tmp_path, f"{FIXTURE}:{factory}", path=outside_checkout())
 
 
 @pytest.mark.slow

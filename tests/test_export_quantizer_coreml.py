@@ -4,7 +4,6 @@ whose XNNPACK helpers stand in for torch.ao's removed ones) can be imported."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ pytest.importorskip("executorch", reason="executorch cannot be imported")
 pytest.importorskip("coremltools", reason="coremltools is not installed")
 
 import torch  # noqa: E402
+from _export_helpers import FIXTURES, export, outside_checkout  # noqa: E402
 
 from backend_spec.export.quantizer import probe  # noqa: E402
 from backend_spec.export.quantizer.infer import infer  # noqa: E402
@@ -58,23 +58,9 @@ def test_core_mls_linear_exports_its_unset_activation_range(factory, expected):
 
 # --- exported through the CLI, compared on models the export never saw ----------------------
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).parent / "fixtures" / "quantizers"
-
 
 def _export(tmp_path: Path, config: str) -> tuple[subprocess.CompletedProcess, Path]:
-    out = tmp_path / "spec.yaml"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
-    done = subprocess.run(
-        [sys.executable, "-m", "backend_spec", "export", f"{FIXTURES / 'coreml.py'}:{config}"]
-        + ["-o", str(out)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=1800,
-    )
-    return done, out
+    return export(tmp_path, f"{FIXTURES / 'coreml.py'}:{config}", path=outside_checkout())
 
 
 def _unseen():

@@ -49,6 +49,18 @@ def _unit(ops):
     return {"ops": ops, "pre": [], "post": []}
 
 
+def _weight_only_linear(weight):
+    """Probe results and unit names of an F.linear whose only qspec is ``weight``'s."""
+    op = {
+        "target": "aten.linear.default",
+        "annotated": True,
+        "inputs": {"1": weight},
+        "kinds": {"0": "act", "1": "param"},
+        "output": None,
+    }
+    return {"alone": {"aten.linear.default": _unit([op])}}, {"aten.linear.default": ("F.linear",)}
+
+
 def _embedding_graph():
     """An exported embedding (weight, integer indices) and its node."""
     model = torch.nn.Embedding(10, 4)
@@ -655,15 +667,7 @@ def test_a_weight_observer_the_format_cannot_name_is_refused_with_the_reason(
     )
     weight = probe.describe_qspec(qspec, None, {})
     assert weight.get("converts", False) is (which == 0)
-    op = {
-        "target": "aten.linear.default",
-        "annotated": True,
-        "inputs": {"1": weight},
-        "kinds": {"0": "act", "1": "param"},
-        "output": None,
-    }
-    probed = {"alone": {"aten.linear.default": _unit([op])}}
-    gaps = [gap.what for gap in infer(probed, {"aten.linear.default": ("F.linear",)}, "t").gaps]
+    gaps = [gap.what for gap in infer(*_weight_only_linear(weight), "t").gaps]
     assert len(gaps) == 1
     assert expected in gaps[0] and absent not in gaps[0]
 
@@ -816,15 +820,7 @@ def test_a_weight_range_outside_its_dtype_is_a_gap_and_the_spec_still_loads(
         "observer": "PerChannelMinMaxObserver",
         "kwargs": {},
     }
-    op = {
-        "target": "aten.linear.default",
-        "annotated": True,
-        "inputs": {"1": weight},
-        "kinds": {"0": "act", "1": "param"},
-        "output": None,
-    }
-    probed = {"alone": {"aten.linear.default": _unit([op])}}
-    inferred = infer(probed, {"aten.linear.default": ("F.linear",)}, "t")
+    inferred = infer(*_weight_only_linear(weight), "t")
     ranges = [g.what for g in inferred.gaps if "outside the dtype" in g.what]
     assert len(ranges) == (gap is not None)
     assert gap is None or gap in ranges[0]
