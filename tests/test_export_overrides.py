@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("torchao", reason="the pt2e extra (torchao) is not installed")
 
-from _export_helpers import FIXTURES, bespec, fixture, observed  # noqa: E402
+from _export_helpers import FIXTURES, bespec, export, fixture, observed  # noqa: E402
 
 from backend_spec.export.quantizer import _before_consumers, probe  # noqa: E402
 from backend_spec.export.quantizer.infer import infer  # noqa: E402
@@ -269,3 +269,31 @@ def test_a_per_type_override_exports_verifies_and_matches_unseen_models(tmp_path
     original = getattr(_fixtures()[0], factory)
     results = compare_quantizers(original, lambda: backend_spec.quantizer(out), _models())
     assert [f"{r.name}: {d}" for r in results for d in r.differences] == []
+
+
+def test_module_names_a_quantizer_configures_are_found():
+    """set_module_name configures modules of the caller's model by name: XNNPACK's and
+    torchao's spellings of it, inside a ComposableQuantizer too."""
+    from torchao.quantization.pt2e.quantizer import ComposableQuantizer
+
+    from backend_spec.export.quantizer import _named_modules
+
+    overrides = _fixtures()[0]
+    assert _named_modules(overrides.x86_module_name()) == ["features.0"]
+    assert _named_modules(overrides.x86_default()) == []
+    composed = ComposableQuantizer([overrides.x86_default(), overrides.x86_module_name()])
+    assert _named_modules(composed) == ["features.0"]
+    if importlib.util.find_spec("executorch") is not None:
+        assert _named_modules(overrides.xnnpack_module_name()) == ["fc"]
+        assert _named_modules(overrides.xnnpack_default()) == []
+
+
+@pytest.mark.slow
+def test_a_quantizer_configuring_modules_by_name_is_not_verified(tmp_path):
+    """No probe has the caller's module names, so the spec matches everywhere and would say
+    "verified" while a model with a module called ``features.0`` differs: export refuses,
+    naming the modules, and writes nothing."""
+    done, out = export(tmp_path, f"{FIXTURES / 'overrides.py'}:x86_module_name")
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "set_module_name: 'features.0'" in done.stderr
+    assert not out.exists()

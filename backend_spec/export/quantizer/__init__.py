@@ -539,6 +539,14 @@ def _unexercised(quantizer: Any, suite: Any, inferred: Inferred) -> list[str]:
             "the quantizer quantized nothing on any probe or model, so an empty spec matches "
             "it: nothing verifies it"
         )
+    named = _named_modules(quantizer)
+    if named:
+        found.append(
+            "the quantizer configures modules by name (set_module_name: "
+            f"{', '.join(map(repr, named[:5]))}{', ...' if len(named) > 5 else ''}), which "
+            "exist only in the caller's models: a spec states how a backend quantizes each op "
+            "wherever it occurs, so export the quantizer without those names"
+        )
     present = {str(node.target) for node in suite.graph.nodes if node.op == "call_function"}
     declared = _declared_ops(quantizer)
     missing = sorted({object_label(op) for op in declared if not _exercised(op, present)})
@@ -547,6 +555,20 @@ def _unexercised(quantizer: Any, suite: Any, inferred: Inferred) -> list[str]:
             "the quantizer declares ops no probe or model exercised (the spec leaves them "
             f"out unverified): {', '.join(missing)}"
         )
+    return found
+
+
+def _named_modules(quantizer: Any) -> list[str]:
+    """The module names a quantizer configures apart (``set_module_name``: XNNPACK's
+    ``module_name_config``, torchao's ``module_name_qconfig``; a ComposableQuantizer's parts'
+    too). No probe has those names, so the probes cannot show what they change."""
+    parts = getattr(quantizer, "quantizers", None)
+    if isinstance(parts, (list, tuple)):
+        return [name for part in parts for name in _named_modules(part)]
+    found: list[str] = []
+    for attribute, value in getattr(quantizer, "__dict__", {}).items():
+        if "module_name" in attribute and isinstance(value, dict):
+            found += sorted(str(name) for name in value)
     return found
 
 

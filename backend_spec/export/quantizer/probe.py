@@ -47,18 +47,22 @@ FUSION_CANDIDATES: tuple[tuple[str, ...], ...] = (
     ("nn.Conv3d", "nn.ReLU"),
     ("nn.Conv2d", "nn.BatchNorm2d"),
     ("nn.Conv2d", "nn.BatchNorm2d", "nn.ReLU"),
+    ("nn.Conv1d", "nn.BatchNorm1d"),
     ("nn.Conv1d", "nn.BatchNorm1d", "nn.ReLU"),
     ("nn.Conv2d", "nn.ReLU6"),
     ("nn.Conv2d", "nn.Hardtanh"),
     ("nn.Conv2d", "nn.Hardswish"),
+    ("nn.Conv2d", "nn.SiLU"),
     ("nn.ConvTranspose2d", "nn.ReLU"),
     ("nn.ConvTranspose2d", "nn.BatchNorm2d"),
+    ("nn.ConvTranspose2d", "nn.BatchNorm2d", "nn.ReLU"),
     ("nn.Linear", "nn.ReLU"),
     ("nn.Linear", "nn.ReLU6"),
     ("nn.Linear", "nn.Hardtanh"),
     ("nn.Linear", "nn.BatchNorm1d"),
     ("nn.Linear", "nn.Tanh"),
     ("nn.Linear", "nn.LeakyReLU"),
+    ("nn.Linear", "nn.GELU"),
     ("operator.add", "nn.ReLU"),
     ("operator.mul", "nn.ReLU"),
     ("nn.Conv2d", "operator.add"),
@@ -68,6 +72,11 @@ FUSION_CANDIDATES: tuple[tuple[str, ...], ...] = (
     # these show what conv-add(-relu) shows.
     ("nn.Conv2d", "nn.BatchNorm2d", "operator.add"),
     ("nn.Conv2d", "nn.BatchNorm2d", "operator.add", "nn.ReLU"),
+    # ... and conv-bn with each activation it fuses after conv (X86's QAT unary patterns).
+    ("nn.Conv2d", "nn.BatchNorm2d", "nn.ReLU6"),
+    ("nn.Conv2d", "nn.BatchNorm2d", "nn.Hardtanh"),
+    ("nn.Conv2d", "nn.BatchNorm2d", "nn.Hardswish"),
+    ("nn.Conv2d", "nn.BatchNorm2d", "nn.SiLU"),
 )
 
 #: ATen ops that models produce but no name of the packaged table traces to (indexing, a
