@@ -211,11 +211,8 @@ _UNSEEN = ("resblock", "mobilenetish")
         # X86 annotates conv-bn-add-relu as one unit: four ops, the complex format.
         ("x86_qat", "pattern_complex_format: [nn.ReLU, [operator.add, [nn.BatchNorm2d,"),
         # Arm-inductor annotates conv-bn-add and leaves the relu to itself: three ops, a
-        # forward pattern matched through its ATen chain, batch_norm included.
-        (
-            "arm_inductor_qat",
-            "- aten.batch_norm.default\n          - [aten.add.Tensor, aten.add_.Tensor]",
-        ),
+        # forward pattern, matched from a conv module as Arm leaves a called conv float.
+        ("arm_inductor_qat", "- pattern: [nn.Conv2d, nn.BatchNorm2d, operator.add]\n"),
     ],
 )
 def test_a_qat_config_fusing_conv_bn_add_exports_and_matches(tmp_path, factory, written):
