@@ -288,11 +288,10 @@ def test_module_names_a_quantizer_configures_are_found():
         assert _named_modules(overrides.xnnpack_default()) == []
 
 
-@pytest.mark.slow
 def test_a_quantizer_configuring_modules_by_name_is_not_verified(tmp_path):
     """No probe has the caller's module names, so the spec matches everywhere and would say
-    "verified" while a model with a module called ``features.0`` differs: export refuses,
-    naming the modules, and writes nothing."""
+    "verified" while a model with a module called ``features.0`` differs: export refuses
+    before probing, naming the modules, and writes nothing."""
     done, out = export(tmp_path, f"{FIXTURES / 'overrides.py'}:x86_module_name")
     assert done.returncode == 1, done.stderr[-2000:]
     assert "set_module_name: 'features.0'" in done.stderr

@@ -120,6 +120,16 @@ def export_quantizer(
     ``transform_for_annotation`` rewrites the graph, a pass of theirs (:func:`pass_candidates`)
     that rewrites it the same way becomes the spec's ``transform_for_annotation``
     (spec_version 8), and the spec is inferred on the graph it produces."""
+    named = _named_modules(factory())
+    if named:  # certain before any probe: no probe has the caller's module names
+        refused = QuantizerExport("", Inferred(BackendConfig(name)), qat=bool(qat))
+        refused.unverified = [
+            "the quantizer configures modules by name (set_module_name: "
+            f"{', '.join(map(repr, named[:5]))}{', ...' if len(named) > 5 else ''}), which "
+            "exist only in the caller's models: a spec states how a backend quantizes each op "
+            "wherever it occurs, so export the quantizer without those names"
+        ]
+        return refused
     if qat is None:
         qat = _fake_quants_only(factory())
     flow = _Flow(factory, name, fmt, qat=qat, allow_imports=tuple(allow_imports))
@@ -538,14 +548,6 @@ def _unexercised(quantizer: Any, suite: Any, inferred: Inferred) -> list[str]:
         found.append(
             "the quantizer quantized nothing on any probe or model, so an empty spec matches "
             "it: nothing verifies it"
-        )
-    named = _named_modules(quantizer)
-    if named:
-        found.append(
-            "the quantizer configures modules by name (set_module_name: "
-            f"{', '.join(map(repr, named[:5]))}{', ...' if len(named) > 5 else ''}), which "
-            "exist only in the caller's models: a spec states how a backend quantizes each op "
-            "wherever it occurs, so export the quantizer without those names"
         )
     present = {str(node.target) for node in suite.graph.nodes if node.op == "call_function"}
     declared = _declared_ops(quantizer)
