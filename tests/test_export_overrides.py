@@ -243,7 +243,6 @@ def _models():
 #: The configs the slow test exports (one export and ~25 comparisons each, minutes on two
 #: cores): one per kind of override; the others share their code paths.
 SLOW_CONFIGS = (
-    "x86_default",
     "x86_float_conv",
     "x86_function_linear_float",
     "xnnpack_float_conv",
