@@ -120,7 +120,8 @@ def export_quantizer(
     ``transform_for_annotation`` rewrites the graph, a pass of theirs (:func:`pass_candidates`)
     that rewrites it the same way becomes the spec's ``transform_for_annotation``
     (spec_version 8), and the spec is inferred on the graph it produces."""
-    named = _named_modules(factory())
+    quantizer = factory()  # for the checks before probing; the probes get their own
+    named = _named_modules(quantizer)
     if named:  # certain before any probe: no probe has the caller's module names
         refused = QuantizerExport("", Inferred(BackendConfig(name)), qat=bool(qat))
         refused.unverified = [
@@ -131,7 +132,7 @@ def export_quantizer(
         ]
         return refused
     if qat is None:
-        qat = _fake_quants_only(factory())
+        qat = _fake_quants_only(quantizer)
     flow = _Flow(factory, name, fmt, qat=qat, allow_imports=tuple(allow_imports))
     flow.probe()
     return flow.verify(list(probe_models))
