@@ -20,8 +20,9 @@ from backend_spec.diagnostics import Diagnostic, Severity, SpecError
 
 __version__ = "0.1.0"
 
-#: The version of the spec format this bespec reads and writes.
-SPEC_VERSION = 1
+#: The newest version of the spec format this bespec reads and writes (a test holds it equal to
+#: the newest ``spec_version`` the loader accepts).
+SPEC_VERSION = 9
 
 _LAZY = {
     "load": "backend_spec.compiler.loader",

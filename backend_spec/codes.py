@@ -222,6 +222,14 @@ NULL_VALUE = _register(
     "a pt2e key (aten, quantize, a version 3 to 5 policy key) is set to null",
     "write a value, or leave the key out for its default",
 )
+DYNAMIC_AVERAGING_CONSTANT = _register(
+    "BS218",
+    "dynamic-averaging-constant",
+    E,
+    "a dynamic activation's moving-average observer takes averaging_constant 1 (version 9): "
+    "torch's MovingAverageMinMaxObserver refuses dynamic quantization with any other",
+    "write averaging_constant: 1, or leave it out (1 is a dynamic moving average's default)",
+)
 ONE_PATTERN_FORM = _register(
     "BS220",
     "one-pattern-form",
@@ -477,6 +485,15 @@ NARROWED_UNCUSTOMIZED_QRANGE = _register(
     "`reduce_range: true`): the observer is built with the narrowed range, so the key has no "
     "effect.",
 )
+UNUSED_AVERAGING_CONSTANT = _register(
+    "BS548",
+    "unused-averaging-constant",
+    W,
+    "A dtype mapping sets `averaging_constant` (version 9) but observes with no moving average: "
+    "its `observer` is not `moving_average_minmax` and its `fake_quant` is not "
+    "`fused_moving_avg` (or it is a dynamic mapping with a placeholder), so the key has no "
+    "effect.",
+)
 RULE_CRASHED = _register(
     "BS599",
     "rule-crashed",
@@ -497,6 +514,16 @@ ATEN_CHAIN_CONFLICT = _register(
     "aten-chain-conflict",
     W,
     "Two entries collapse onto one ATen chain with different configs; pt2e keeps the first.",
+)
+
+OUTPUT_OBSERVER_BY_FLOW = _register(
+    "BS703",
+    "output-observer-by-flow",
+    INFO,
+    "A static dtype mapping gives its output other observer options than its input (another "
+    "qscheme, observer, fake-quantize...): pt2e observes the output with them from version 9 "
+    "on, while FX's QConfig has one activation observer and observes both with the input's "
+    "(and before version 9 pt2e does too).",
 )
 
 

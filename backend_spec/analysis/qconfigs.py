@@ -25,7 +25,7 @@ from backend_spec.ir.lift import lift_dtype_config
 from backend_spec.ir.lower import backend_of
 from backend_spec.names.dtypes import dtype_name, dtype_range
 from backend_spec.names.labels import dtype_label
-from backend_spec.specfile.fields import CONSTRAINT_FIELDS
+from backend_spec.specfile.fields import CALIBRATING_OBSERVERS, CONSTRAINT_FIELDS
 
 with quiet():
     from torch.ao.quantization import QConfig, QConfigMapping
@@ -295,6 +295,39 @@ def _entries(
         yield config, entries
 
 
+def own_observers(
+    dtype_config: ir.DTypeConfig, engine: str | None = None, *, qat: bool = False
+) -> tuple[Any, Any] | None:
+    """Version 9: (input, output) activation observers of a static dtype config whose input and
+    output mappings set different observer options for one dtype (another qscheme, observer,
+    fake-quantize...), each built with its own mapping's options and the bounds of both;
+    ``None`` when the two observe alike. pt2e observes each edge with its own qspec (Core ML's
+    relu outputs are affine after a symmetric input); a QConfig has one activation observer,
+    so FX observes both with one (the input's options, or the output's when the input sets
+    none)."""
+    described = _describe(dtype_config)
+    inp, out = described.input, described.output
+    if described.is_dynamic or out.dtype != inp.dtype:
+        return None
+    if _as_activation(out).options == _as_activation(inp).options:
+        return None
+    built = []
+    reduce_range = engine in _REDUCE_RANGE_ENGINES
+    for mine, other in ((inp, out), (out, inp)):
+        merged = _merge_constraints(mine, other)
+        if merged is None:
+            return None
+        merged = merged._replace(options=mine.options)  # its own options, even none
+        own = described._replace(input=merged, output=merged)
+        qconfig, _reason = _cached_qconfig(own, reduce_range, _DEFAULT_WEIGHT)
+        if qconfig is not None:
+            qconfig, _reason = (_cached_qat_qconfig if qat else _ptq_fake_quants)(qconfig, own)
+        if qconfig is None:
+            return None
+        built.append(qconfig.activation)
+    return built[0], built[1]
+
+
 def runs_on(dtype_config: DTypeConfig, engine: str | None) -> bool:
     """Whether ``engine``'s quantized CPU kernels take this DTypeConfig's dtypes."""
     weight_only = not dtype_config.is_dynamic and dtype_config.input_dtype in (None, torch.float32)
@@ -347,17 +380,22 @@ def _cached_qat_qconfig(qconfig: QConfig, described: tuple | None) -> tuple[QCon
     """Cached, so that the fused ops of one pattern get one (equal) QAT QConfig, as torch's
     fusion requires."""
     activation_kind = weight_kind = DEFAULT_FAKE_QUANT
+    activation_constant = weight_constant = None
     if described is not None:
         inp, out, weight = described[:3]
         activation_kind = (
             _option(inp, "fake_quant") or _option(out, "fake_quant") or activation_kind
         )
         weight_kind = _option(weight, "fake_quant") or weight_kind
+        activation_constant = _option(inp, "averaging_constant") or _option(
+            out, "averaging_constant"
+        )
+        weight_constant = _option(weight, "averaging_constant")
     with quiet():
-        activation, reason = fake_quant(qconfig.activation, activation_kind)
+        activation, reason = fake_quant(qconfig.activation, activation_kind, activation_constant)
         if reason:
             return None, f"input/output fake_quant {activation_kind}: {reason}"
-        weight_fq, reason = fake_quant(qconfig.weight, weight_kind)
+        weight_fq, reason = fake_quant(qconfig.weight, weight_kind, weight_constant)
         if reason:
             return None, f"weight fake_quant {weight_kind}: {reason}"
     return QConfig(activation=activation, weight=weight_fq), ""
@@ -385,7 +423,7 @@ def _option(constraints: tuple, key: str) -> Any:
     return dict(constraints[7]).get(key)
 
 
-def fake_quant(observer: Any, kind: str) -> tuple[Any, str]:
+def fake_quant(observer: Any, kind: str, averaging_constant: float | None = None) -> tuple[Any, str]:
     """(the fake-quantize constructor of ``kind`` around ``observer``, or ``None``; reason).
 
     The one place a ``fake_quant`` kind becomes a class: ``fake_quantize`` is torch's
@@ -395,6 +433,7 @@ def fake_quant(observer: Any, kind: str) -> tuple[Any, str]:
     default QAT QConfig does, whatever the PTQ observer); ``learnable`` is
     ``_LearnableFakeQuantize`` (per-tensor: its per-channel form needs the channel count up
     front). Fixed qparams keep ``FixedQParamsFakeQuantize``; placeholders stay as they are.
+    ``averaging_constant`` (version 9) is the fused observer's when the PTQ one takes none.
     The pt2e quantizer reads its fake-quantize specs off these constructors.
     """
     from torch.ao.quantization._learnable_fake_quantize import _LearnableFakeQuantize
@@ -421,6 +460,8 @@ def fake_quant(observer: Any, kind: str) -> tuple[Any, str]:
             MovingAveragePerChannelMinMaxObserver if per_channel else MovingAverageMinMaxObserver
         )
         kwargs = {key: value for key, value in observer.p.keywords.items() if key != "bins"}
+        if averaging_constant is not None:
+            kwargs["averaging_constant"] = averaging_constant
         return FusedMovingAvgObsFakeQuantize.with_args(
             observer=moving.with_args(**kwargs), **bounds
         ), ""
@@ -428,7 +469,9 @@ def fake_quant(observer: Any, kind: str) -> tuple[Any, str]:
         if per_channel:
             return None, "a per-channel learnable fake-quantize needs the channel count up front"
         return _LearnableFakeQuantize.with_args(observer=observer, **bounds), ""
-    return FakeQuantize.with_args(observer=observer), ""
+    # A dynamic observer's wrapper says so itself (torch reads is_dynamic off the fake-quantize).
+    dynamic = {"is_dynamic": True} if getattr(instance, "is_dynamic", False) else {}
+    return FakeQuantize.with_args(observer=observer, **dynamic), ""
 
 
 def _weight_partners(
@@ -461,6 +504,7 @@ _ACTIVATION_DEFAULTS = {
     "fake_quant": DEFAULT_FAKE_QUANT,
     "ptq_fake_quant": False,
     "customized_qrange": True,
+    "averaging_constant": 0.01,
 }
 
 
@@ -581,8 +625,21 @@ def _activation_observer(inp: Constraints, out: Constraints, reduce_range: bool)
     qscheme = torch.per_tensor_symmetric if chosen.get("qscheme") == "symmetric" else None
     extra = {} if qscheme is None else {"qscheme": qscheme}
     return observer.with_args(
-        dtype=dtype, **_qrange(dtype, qmin, qmax, chosen), eps=_eps(scale_min), **extra
+        dtype=dtype,
+        **_qrange(dtype, qmin, qmax, chosen),
+        eps=_eps(scale_min),
+        **extra,
+        **_averaging(observer, chosen),
     ), ""
+
+
+def _averaging(observer: type, options: dict[str, Any]) -> dict[str, float]:
+    """A moving-average observer's ``averaging_constant`` argument (version 9), when the
+    mapping sets one; other observers take none (lint BS548 reports it unused)."""
+    constant = options.get("averaging_constant")
+    if constant is None or not issubclass(observer, MovingAverageMinMaxObserver | MovingAveragePerChannelMinMaxObserver):
+        return {}
+    return {"averaging_constant": float(constant)}
 
 
 def _qrange(dtype: torch.dtype, qmin: int, qmax: int, options: dict[str, Any]) -> dict[str, int]:
@@ -666,10 +723,13 @@ def _weight_observer(weight: Constraints):
             return None, f"no per-channel {options['observer']} observer"
         qscheme = torch.per_channel_symmetric if symmetric else torch.per_channel_affine
         return per_channel.with_args(
-            qscheme=qscheme, ch_axis=options.get("ch_axis", 0), **kwargs
+            qscheme=qscheme,
+            ch_axis=options.get("ch_axis", 0),
+            **kwargs,
+            **_averaging(per_channel, options),
         ), ""
     qscheme = torch.per_tensor_symmetric if symmetric else torch.per_tensor_affine
-    return per_tensor.with_args(qscheme=qscheme, **kwargs), ""
+    return per_tensor.with_args(qscheme=qscheme, **kwargs, **_averaging(per_tensor, options)), ""
 
 
 def _weight_only_qconfig(weight: Constraints):
@@ -695,15 +755,29 @@ def _weight_only_qconfig(weight: Constraints):
 
 def _dynamic_qconfig(inp: Constraints, weight: Constraints):
     """Like torch's default_dynamic_qconfig / float16_dynamic_qconfig: the activation observer is
-    a placeholder flagged dynamic, carrying the dtype the kernel quantizes to at run time."""
+    a placeholder flagged dynamic, carrying the dtype the kernel quantizes to at run time.
+
+    A mapping that names a calibrating ``observer`` (version 9: older files' is dropped when
+    they are read) gets that observer, flagged dynamic: what a dynamic QAT fake-quantize
+    wraps (XNNPACK's and X86's: a moving average with ``averaging_constant`` 1)."""
     dtype, qmin_lb, qmax_ub, scale_min = inp[:4]
+    options = dict(inp.options)
+    observer = _OBSERVER_KINDS.get(options.get("observer", "placeholder"), (None,))[0]
+    if options.get("observer") not in CALIBRATING_OBSERVERS:
+        observer = None
     if dtype in _FLOATS:
         activation = PlaceholderObserver.with_args(dtype=dtype, is_dynamic=True)
     elif dtype in _QRANGE:
         qmin, qmax = _quant_range(dtype, qmin_lb, qmax_ub, reduce=False)
-        activation = PlaceholderObserver.with_args(
-            dtype=dtype, quant_min=qmin, quant_max=qmax, eps=_eps(scale_min), is_dynamic=True
-        )
+        kwargs = {"dtype": dtype, "quant_min": qmin, "quant_max": qmax, "eps": _eps(scale_min)}
+        if observer is None:
+            activation = PlaceholderObserver.with_args(**kwargs, is_dynamic=True)
+        else:
+            if options.get("qscheme") == "symmetric":
+                kwargs["qscheme"] = torch.per_tensor_symmetric
+            # torch's dynamic moving average takes only 1 (BS218 refuses a spec's other).
+            averaging = _averaging(observer, {"averaging_constant": 1, **options})
+            activation = observer.with_args(**kwargs, is_dynamic=True, **averaging)
     else:
         return None, f"no dynamic observer produces {dtype_label(dtype)}"
     weight_obs, reason = _weight_observer(weight)

@@ -184,8 +184,13 @@ class Compiler:
     def dtype_config(self, model: DTypeConfigModel, name: str | None = None) -> DTypeConfig:
         bias = model.bias_dtype
         bias_name = bias if isinstance(bias, str) or bias is None else bias.dtype
+        mappings = tuple(
+            (key, self.dtype_mapping(getattr(model, key))) for key in DTYPE_CONFIG_MAPPINGS
+        )
+        if model.is_dynamic and self.spec.spec_version < 9:
+            mappings = tuple((key, _placeholder_activation(key, m)) for key, m in mappings)
         return DTypeConfig(
-            tuple((key, self.dtype_mapping(getattr(model, key))) for key in DTYPE_CONFIG_MAPPINGS),
+            mappings,
             None if bias_name is None else to_dtype(bias_name),
             model.is_dynamic,
             name,
@@ -584,3 +589,13 @@ def _observation_type(name: str) -> Any:
 def _is_literal(value: Any) -> bool:
     """An integer argument literal of a complex-format pattern (not a bool)."""
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _placeholder_activation(key: str, mapping: DTypeMapping) -> DTypeMapping:
+    """Before version 9 a dynamic config's activations observe with a placeholder whatever
+    ``observer`` says (version 9 gives a calibrating observer its meaning: what a dynamic QAT
+    fake-quantize wraps), so an older file's ``observer`` there is dropped."""
+    if key == "weight_dtype" or "observer" not in dict(mapping.options):
+        return mapping
+    options = tuple((name, value) for name, value in mapping.options if name != "observer")
+    return DTypeMapping(mapping.dtype, options)

@@ -103,8 +103,10 @@ def required_version(doc: SpecDocument) -> int:
     version 3 ``quantize`` value; else 1."""
     from backend_spec.specfile.models import (
         SHAPE_CONDITION,
+        dynamic_observer,
         dynamic_output,
         keys_since,
+        own_output,
         literal_items,
         nested_forward_items,
     )
@@ -120,6 +122,11 @@ def required_version(doc: SpecDocument) -> int:
                 versions.append(8)
             if dynamic_output(node.get("is_dynamic"), node.get("output_dtype")):
                 versions.append(8)
+            activations = (node.get("input_dtype"), node.get("output_dtype"))
+            if dynamic_observer(node.get("is_dynamic"), *activations):
+                versions.append(9)
+            if own_output(node.get("is_dynamic"), *activations):
+                versions.append(9)
             when = node.get("when")
             if isinstance(when, dict) and any(SHAPE_CONDITION in key for key in when):
                 versions.append(8)

@@ -54,6 +54,9 @@ _OBSERVATIONS = {
     ObservationType.INPUT_OUTPUT_NOT_OBSERVED: "none",
 }
 
+#: torch's moving-average observers' default ``averaging_constant`` (a table spec names others).
+_AVERAGING_CONSTANT = 0.01
+
 #: ATen ops that pt2e folds into a preceding conv / linear before annotating (PTQ).
 _FOLDED = ("aten.batch_norm.default", "aten._native_batch_norm_legit_no_training.default")
 _FOLD_INTO = ("aten.conv", "aten.linear")
@@ -319,20 +322,25 @@ class _Compiler:
         qconfig = self.op_qconfigs.get(root_op)
         if qconfig is None:
             return self.float_rule("no QConfig satisfies any of its dtype configs")
-        if not any(self.satisfies(qconfig, dc) for dc in effective.dtype_configs):
+        chosen = next((dc for dc in effective.dtype_configs if self.satisfies(qconfig, dc)), None)
+        if chosen is None:
             return self.float_rule(
                 "the QConfig of its first op satisfies none of its dtype configs"
             )
         act, dynamic = self.observer_spec(qconfig.activation)
-        counts = effective.get("num_tensor_args_to_observation_type") or ()
-        weight = qconfig.weight is not None and self.weight_quantized(root_op)
         observation = _OBSERVATIONS[effective.get("observation_type")]
         shares_dynamic = observation == "share" and effective.key in self.dynamic_shares
+        output = None if dynamic and not shares_dynamic else act
+        own = self.backend.version >= 9 and qconfigs.own_observers(chosen, self.engine, qat=self.qat)
+        if own:  # version 9: each edge observed with its own mapping's options
+            act, output = (self.observer_spec(observer)[0] for observer in own)
+        counts = effective.get("num_tensor_args_to_observation_type") or ()
+        weight = qconfig.weight is not None and self.weight_quantized(root_op)
         return {
             "observation": observation,
             "by_num_args": tuple((n, _OBSERVATIONS[t]) for n, t in counts),
             "input": act,
-            "output": None if dynamic and not shares_dynamic else act,
+            "output": output,
             "weight": self.observer_spec(qconfig.weight)[0] if weight else None,
             "reason": "",
         }
@@ -465,6 +473,9 @@ def _spec_data(observer: Any) -> dict[str, Any] | None:
         eps = getattr(observer, "eps", None)
         if eps is not None:
             data["observer_kwargs"] = {"eps": float(eps)}
+        constant = getattr(observer, "averaging_constant", _AVERAGING_CONSTANT)
+        if constant != _AVERAGING_CONSTANT:  # version 9
+            data.setdefault("observer_kwargs", {})["averaging_constant"] = float(constant)
         if "per_channel" in (qscheme or ""):
             data["ch_axis"] = int(observer.ch_axis)
     if getattr(observer, "is_dynamic", False):

@@ -618,30 +618,32 @@ class _Annotator:
 
     def annotate(self, match: Match) -> None:
         rule = match.rule
-        if rule.reason or _is_integer_tensor(match.nodes[-1]):
-            return
-        if rule.input is None:
-            if rule.weight is not None:  # weight-only (float input and output), as FX does
-                first = match.nodes[0]
-                qspec_map = first.meta["quantization_annotation"].input_qspec_map
-                # The float activation input first, with no qspec: prepare_qat_pt2e's conv-bn
-                # rewrite reads the map by position (input, weight, bias), and a map holding
-                # only the weight failed there (IndexError).
+        first = match.nodes[0]
+        qspec_map = first.meta["quantization_annotation"].input_qspec_map
+        if rule.reason or _is_integer_tensor(match.nodes[-1]) or rule.input is None:
+            # Claimed, a weighted op's input and weight held in place with no qspec:
+            # prepare_qat_pt2e's conv-bn rewrite reads a conv's map by position (input, weight,
+            # bias), and a map that was empty or held only the weight failed (IndexError).
+            names = _argument_names(first)
+            if "weight" in names:
                 for arg in self.activation_inputs(first):
                     qspec_map[arg] = None
-                self.annotate_weights(first, rule, qspec_map)
+                for index, arg in enumerate(first.args[: len(names)]):
+                    if names[index] in _WEIGHT_ARGS and _is_float_tensor(arg):
+                        qspec_map[arg] = None
+            if not (rule.reason or _is_integer_tensor(match.nodes[-1])) and rule.weight:
+                self.annotate_weights(first, rule, qspec_map)  # weight-only, as FX does
             return
         observation = self.observation(match)
         if observation == "none":
             return
-        first, last = match.nodes[0], match.nodes[-1]
+        last = match.nodes[-1]
         inputs = self.activation_inputs(first)
         if not self.wanted(rule.policy, inputs) or not self.consumed(rule.policy, last):
             return
         in_dtype = self.quantizer.dtype(rule.input)
         if observation == "share" and not (inputs and _shares_in_graph(inputs[0], in_dtype)):
             observation = "different"
-        qspec_map = first.meta["quantization_annotation"].input_qspec_map
         if observation == "share" and len(inputs) == 1:
             borrowing = rule.policy.input_observer == "upstream_only"
             if borrowing and inputs[0] in self.observed:

@@ -189,7 +189,7 @@ CONSTRAINT_FIELDS: tuple[str, ...] = (
 )
 
 #: Observer keys of a dtype mapping (version 2; ``ptq_fake_quant`` version 6; ``customized_qrange``
-#: version 8; defaults: what version 1 builds), in spec order.
+#: version 8; ``averaging_constant`` version 9; defaults: what version 1 builds), in spec order.
 OBSERVER_FIELDS: tuple[str, ...] = (
     "observer",
     "qscheme",
@@ -199,7 +199,12 @@ OBSERVER_FIELDS: tuple[str, ...] = (
     "fake_quant",
     "ptq_fake_quant",
     "customized_qrange",
+    "averaging_constant",
 )
+
+#: The ``observer`` values that calibrate a dynamic activation (version 9: what a dynamic QAT
+#: fake-quantize wraps; any other, and any in an older file, is a placeholder there).
+CALIBRATING_OBSERVERS: tuple[str, ...] = ("minmax", "moving_average_minmax")
 
 #: The pt2e keys of a pattern entry (no torch field): ``aten`` and ``quantize`` (version 2),
 #: then the version 3 policy keys, then the version 4 ``bias_qspec``, then the version 5

@@ -37,7 +37,9 @@ from typing_extensions import TypeAliasType
 from backend_spec import codes
 from backend_spec.names.dtypes import dtype_range
 from backend_spec.specfile.fields import (
+    CALIBRATING_OBSERVERS,
     INPUT_SHARING,
+    OBSERVER_FIELDS,
     PATTERN_FIELDS,
     PT2E_PATTERN_FIELDS,
     FieldKind,
@@ -51,6 +53,7 @@ _V5 = {"x-since": 5}
 _V6 = {"x-since": 6}
 _V7 = {"x-since": 7}
 _V8 = {"x-since": 8}
+_V9 = {"x-since": 9}
 
 #: The most passes a ``transform_for_annotation`` pipeline (version 8) lists.
 MAX_PASSES = 16
@@ -236,6 +239,14 @@ class DTypeWithConstraintsModel(_Strict):
         "is then 128, not (quant_min + quant_max) // 2 = 127); version 8, default true.",
         json_schema_extra=_V8,
     )
+    averaging_constant: Annotated[float, Field(gt=0, le=1)] | None = Field(
+        None,
+        description="The moving-average observer's averaging_constant: how much of each batch's "
+        "min/max enters the running range (1: the last batch's only, as a dynamic QAT "
+        "fake-quantize observes); for observer moving_average_minmax or fake_quant "
+        "fused_moving_avg; version 9, default torch's 0.01.",
+        json_schema_extra=_V9,
+    )
 
     @field_validator("dtype")
     @classmethod
@@ -348,6 +359,20 @@ class DTypeConfigModel(_Strict):
         return check_dtype_name(value) if isinstance(value, str) else value
 
     @model_validator(mode="after")
+    def _dynamic_moving_average(self) -> DTypeConfigModel:
+        for mapping in (self.input_dtype, self.output_dtype):
+            constant = getattr(mapping, "averaging_constant", None)
+            moving = getattr(mapping, "observer", None) == "moving_average_minmax"
+            if self.is_dynamic and moving and constant not in (None, 1):
+                raise PydanticCustomError(
+                    codes.DYNAMIC_AVERAGING_CONSTANT,
+                    "a dynamic moving-average observer takes averaging_constant 1, not "
+                    "{constant}: torch refuses dynamic quantization with any other",
+                    {"constant": constant},
+                )
+        return self
+
+    @model_validator(mode="after")
     def _bias_without_constraints(self) -> DTypeConfigModel:
         bias = self.bias_dtype
         if isinstance(bias, DTypeWithConstraintsModel) and bias.model_fields_set - {"dtype"}:
@@ -366,6 +391,31 @@ def dynamic_output(is_dynamic: Any, output: Any) -> bool:
         output.get("dtype") if isinstance(output, dict) else output
     )
     return bool(is_dynamic) and isinstance(name, str) and name not in _FLOAT_NAMES
+
+
+def dynamic_observer(is_dynamic: Any, *activations: Any) -> bool:
+    """Whether a dynamic dtype config names a calibrating observer for an activation (its
+    ``input_dtype`` / ``output_dtype`` as written): version 9 gives it its meaning (what a
+    dynamic QAT fake-quantize wraps); older files' activations keep a placeholder."""
+
+    def observer(mapping: Any) -> Any:
+        return mapping.get("observer") if isinstance(mapping, dict) else getattr(mapping, "observer", None)
+
+    return bool(is_dynamic) and any(
+        observer(mapping) in CALIBRATING_OBSERVERS for mapping in activations
+    )
+
+def own_output(is_dynamic: Any, input_dtype: Any, output_dtype: Any) -> bool:
+    """Whether a static dtype config (its mappings as written) gives its output other observer
+    options than its input, for the same dtype: version 9 observes that output with them in
+    pt2e (older files' outputs take the input's, as FX's one-observer QConfig does)."""
+    mappings = [{"dtype": m} if isinstance(m, str) else m for m in (input_dtype, output_dtype)]
+    if is_dynamic or not all(isinstance(m, dict) for m in mappings):
+        return False
+    inp, out = mappings
+    if inp.get("dtype") != out.get("dtype"):
+        return False
+    return any(inp.get(key) != out.get(key) for key in OBSERVER_FIELDS)
 
 
 #: Output dtype names that are no quantized dtype.
@@ -785,10 +835,10 @@ class SpecModel(_Strict):
         json_schema_extra={"patternProperties": {"^x-": {}}},
     )
 
-    spec_version: Literal[1, 2, 3, 4, 5, 6, 7, 8] = Field(
+    spec_version: Literal[1, 2, 3, 4, 5, 6, 7, 8, 9] = Field(
         1,
-        description="The format version: 1 (default), 2, 3, 4, 5, 6, 7 or 8 for the keys marked "
-        "x-since 2 / 3 / 4 / 5 / 6 / 7 / 8.",
+        description="The format version: 1 (default), 2, 3, 4, 5, 6, 7, 8 or 9 for the keys "
+        "marked x-since 2 / 3 / 4 / 5 / 6 / 7 / 8 / 9.",
     )
 
     @field_validator("spec_version", mode="before")

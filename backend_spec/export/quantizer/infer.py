@@ -78,6 +78,8 @@ _FAKE_QUANTS = dict(
 #: The observer both FakeQuantize and FusedMovingAvgObsFakeQuantize wrap when not told.
 _DEFAULT_FAKE_QUANT_OBSERVER = "MovingAverageMinMaxObserver"
 _FLOAT_EPS = float(torch.finfo(torch.float32).eps)
+#: torch's moving-average observers' ``averaging_constant`` when not told (a spec says others).
+_AVERAGING_CONSTANT = 0.01
 _FLOAT = DTypeMapping(torch.float)
 #: Where an inferred entry comes from (no spec line).
 _INFERRED = Origin("?")
@@ -557,6 +559,10 @@ class _Builder:
             # A QConfig has one activation observer: the fixed one, for the input too (an
             # input read from a quantized producer keeps the producer's qparams in pt2e).
             output_dtype = input_dtype = self.mapping(label, "output", output)
+        elif _own_output(act, output):
+            # Another qscheme or observer of the same dtype (Core ML's affine relu outputs
+            # after a symmetric input): the output mapping's own options (version 9).
+            output_dtype = self.mapping(label, "output", output)
         elif _comparable(output) != _comparable(act):
             self.gap(label, "its output qspec differs from its input's")
         for position, other in first["inputs"].items():
@@ -711,6 +717,9 @@ class _Builder:
         # Any eps but the observers' default, smaller ones too (OpenVINO's 1e-16).
         if eps is not None and float(eps) != _FLOAT_EPS:
             options["scale_min_lower_bound"] = float(eps)
+        constant = kwargs.pop("averaging_constant", _AVERAGING_CONSTANT)
+        if float(constant) != _AVERAGING_CONSTANT:  # a dynamic QAT fake-quantize's 1 (version 9)
+            options["averaging_constant"] = float(constant)
         if _uncustomized_qrange(qspec, kwargs, dtype):
             options["customized_qrange"] = False
         for key in ("dtype", "qscheme", "quant_min", "quant_max", "ch_axis", "is_dynamic"):
@@ -1207,6 +1216,15 @@ def _param_qspec(node: dict[str, Any], position: str) -> dict[str, Any] | None:
     if node["kinds"].get(position) != "param":
         return None
     return node["inputs"].get(position)
+
+
+def _own_output(act: dict[str, Any], output: dict[str, Any]) -> bool:
+    """Whether an observed output differs from its observed static input only in what a
+    version 9 output mapping says on its own (observer and qscheme), not in dtype or range."""
+    if output.get("kind") != "observed" or act.get("kind") != "observed" or act.get("is_dynamic"):
+        return False
+    same = ("dtype", "quant_min", "quant_max", "is_dynamic")
+    return all(act.get(key) == output.get(key) for key in same)
 
 
 def _comparable(qspec: dict[str, Any]) -> str:
