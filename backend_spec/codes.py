@@ -520,8 +520,8 @@ OUTPUT_OBSERVER_BY_FLOW = _register(
     "BS703",
     "output-observer-by-flow",
     INFO,
-    "A static dtype mapping gives its output other observer options than its input (another "
-    "qscheme, observer, fake-quantize...): pt2e observes the output with them from version 9 "
+    "A static dtype config sets observer options on its input and its output, different ones "
+    "(another qscheme, observer, fake-quantize...): pt2e observes the output with them from version 9 "
     "on, while FX's QConfig has one activation observer and observes both with the input's "
     "(and before version 9 pt2e does too).",
 )

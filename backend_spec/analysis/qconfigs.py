@@ -299,16 +299,17 @@ def own_observers(
     dtype_config: ir.DTypeConfig, engine: str | None = None, *, qat: bool = False
 ) -> tuple[Any, Any] | None:
     """Version 9: (input, output) activation observers of a static dtype config whose input and
-    output mappings set different observer options for one dtype (another qscheme, observer,
-    fake-quantize...), each built with its own mapping's options and the bounds of both;
-    ``None`` when the two observe alike. pt2e observes each edge with its own qspec (Core ML's
+    output mappings both set observer options, different ones, for one dtype (another
+    qscheme, observer, fake-quantize...), each built with its own mapping's options and the
+    bounds of both; ``None`` when the two observe alike or one sets none (it takes the
+    other's). pt2e observes each edge with its own qspec (Core ML's
     relu outputs are affine after a symmetric input); a QConfig has one activation observer,
     so FX observes both with one (the input's options, or the output's when the input sets
     none)."""
     described = _describe(dtype_config)
     inp, out = described.input, described.output
-    if described.is_dynamic or out.dtype != inp.dtype:
-        return None
+    if described.is_dynamic or out.dtype != inp.dtype or not (inp.options and out.options):
+        return None  # a mapping that sets no option takes the other's, as in a QConfig
     if _as_activation(out).options == _as_activation(inp).options:
         return None
     built = []

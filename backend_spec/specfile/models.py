@@ -406,16 +406,18 @@ def dynamic_observer(is_dynamic: Any, *activations: Any) -> bool:
     )
 
 def own_output(is_dynamic: Any, input_dtype: Any, output_dtype: Any) -> bool:
-    """Whether a static dtype config (its mappings as written) gives its output other observer
-    options than its input, for the same dtype: version 9 observes that output with them in
-    pt2e (older files' outputs take the input's, as FX's one-observer QConfig does)."""
+    """Whether a static dtype config (its mappings as written) sets observer options on both
+    its input and its output, different ones, for the same dtype: version 9 observes each
+    edge with its own in pt2e (older files take one set for both, as FX's one-observer
+    QConfig does; a mapping that sets none takes the other's in every version)."""
     mappings = [{"dtype": m} if isinstance(m, str) else m for m in (input_dtype, output_dtype)]
     if is_dynamic or not all(isinstance(m, dict) for m in mappings):
         return False
     inp, out = mappings
     if inp.get("dtype") != out.get("dtype"):
         return False
-    return any(inp.get(key) != out.get(key) for key in OBSERVER_FIELDS)
+    options = [{key: m[key] for key in OBSERVER_FIELDS if m.get(key) is not None} for m in mappings]
+    return all(options) and options[0] != options[1]
 
 
 #: Output dtype names that are no quantized dtype.
