@@ -521,9 +521,9 @@ OUTPUT_OBSERVER_BY_FLOW = _register(
     "output-observer-by-flow",
     INFO,
     "A static dtype config sets observer options on its input and its output, different ones "
-    "(another qscheme, observer, fake-quantize...): pt2e observes the output with them from version 9 "
-    "on, while FX's QConfig has one activation observer and observes both with the input's "
-    "(and before version 9 pt2e does too).",
+    "(another qscheme, observer, fake-quantize...): from version 9 pt2e observes each edge "
+    "with its own, while FX's QConfig has one activation observer for both (and before "
+    "version 9 pt2e does as FX).",
 )
 
 

@@ -67,7 +67,11 @@ _INT8_WEIGHT = QuantizationSpec(
 
 def _observed(dtype: torch.dtype, qscheme: torch.qscheme) -> QuantizationSpec:
     return QuantizationSpec(
-        dtype=dtype, qscheme=qscheme, quant_min=0, quant_max=255, observer_or_fake_quant_ctr=MinMaxObserver
+        dtype=dtype,
+        qscheme=qscheme,
+        quant_min=0,
+        quant_max=255,
+        observer_or_fake_quant_ctr=MinMaxObserver,
     )
 
 

@@ -424,7 +424,9 @@ def _option(constraints: tuple, key: str) -> Any:
     return dict(constraints[7]).get(key)
 
 
-def fake_quant(observer: Any, kind: str, averaging_constant: float | None = None) -> tuple[Any, str]:
+def fake_quant(
+    observer: Any, kind: str, averaging_constant: float | None = None
+) -> tuple[Any, str]:
     """(the fake-quantize constructor of ``kind`` around ``observer``, or ``None``; reason).
 
     The one place a ``fake_quant`` kind becomes a class: ``fake_quantize`` is torch's
@@ -638,7 +640,9 @@ def _averaging(observer: type, options: dict[str, Any]) -> dict[str, float]:
     """A moving-average observer's ``averaging_constant`` argument (version 9), when the
     mapping sets one; other observers take none (lint BS548 reports it unused)."""
     constant = options.get("averaging_constant")
-    if constant is None or not issubclass(observer, MovingAverageMinMaxObserver | MovingAveragePerChannelMinMaxObserver):
+    if constant is None or not issubclass(
+        observer, MovingAverageMinMaxObserver | MovingAveragePerChannelMinMaxObserver
+    ):
         return {}
     return {"averaging_constant": float(constant)}
 

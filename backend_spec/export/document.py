@@ -106,9 +106,9 @@ def required_version(doc: SpecDocument) -> int:
         dynamic_observer,
         dynamic_output,
         keys_since,
-        own_output,
         literal_items,
         nested_forward_items,
+        own_output,
     )
 
     since = keys_since()

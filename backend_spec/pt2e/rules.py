@@ -331,7 +331,9 @@ class _Compiler:
         observation = _OBSERVATIONS[effective.get("observation_type")]
         shares_dynamic = observation == "share" and effective.key in self.dynamic_shares
         output = None if dynamic and not shares_dynamic else act
-        own = self.backend.version >= 9 and qconfigs.own_observers(chosen, self.engine, qat=self.qat)
+        own = self.backend.version >= 9 and qconfigs.own_observers(
+            chosen, self.engine, qat=self.qat
+        )
         if own:  # version 9: each edge observed with its own mapping's options
             act, output = (self.observer_spec(observer)[0] for observer in own)
         counts = effective.get("num_tensor_args_to_observation_type") or ()

@@ -399,11 +399,16 @@ def dynamic_observer(is_dynamic: Any, *activations: Any) -> bool:
     dynamic QAT fake-quantize wraps); older files' activations keep a placeholder."""
 
     def observer(mapping: Any) -> Any:
-        return mapping.get("observer") if isinstance(mapping, dict) else getattr(mapping, "observer", None)
+        return (
+            mapping.get("observer")
+            if isinstance(mapping, dict)
+            else getattr(mapping, "observer", None)
+        )
 
     return bool(is_dynamic) and any(
         observer(mapping) in CALIBRATING_OBSERVERS for mapping in activations
     )
+
 
 def own_output(is_dynamic: Any, input_dtype: Any, output_dtype: Any) -> bool:
     """Whether a static dtype config (its mappings as written) sets observer options on both

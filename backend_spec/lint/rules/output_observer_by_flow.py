@@ -1,10 +1,11 @@
 """**Why.** A dtype config's `input_dtype` and `output_dtype` may both set observer options,
-different ones, for one dtype (one that sets none takes the other's): Core ML observes a conv + relu's input symmetric and its relu output affine
-(scale max/255, zero point 0). pt2e annotates each edge with its own qspec, so from version 9
-on the spec's pt2e quantizer observes the output with the output mapping's options. FX cannot:
-a QConfig has one activation observer, used for a node's inputs and its output, so
-`qconfig_mapping` (and `prepare_fx`) observe both with the input mapping's options. Before
-version 9, pt2e did as FX does, and the output mapping's options had no effect.
+different ones, for one dtype (one that sets none takes the other's): Core ML observes a conv +
+relu's input symmetric and its relu output affine (scale max/255, zero point 0). pt2e annotates
+each edge with its own qspec, so from version 9 on the spec's pt2e quantizer observes the output
+with the output mapping's options. FX cannot: a QConfig has one activation observer, used for a
+node's inputs and its output, so `qconfig_mapping` (and `prepare_fx`) observe both with the
+input mapping's options. Before version 9, pt2e did as FX does, and the output mapping's options
+had no effect.
 
 ```yaml
 spec_version: 9
