@@ -133,6 +133,7 @@ def test_describe_lists_every_dtype_field() -> None:
         "fake_quant": None,
         "ptq_fake_quant": None,
         "customized_qrange": None,
+        "averaging_constant": None,
     }
     # dtypes as a spec writes them (backend_spec.names.dtypes.dtype_name): float32 is "float"
     assert weighted["bias_dtype"] == "float" and weighted["is_dynamic"] is None

@@ -119,7 +119,7 @@ def test_misuse_and_bad_specs(tmp_path: Path) -> None:
 # -- version 2 keys: the whole form is compared -------------------------------------------------
 
 V2_BASE = """\
-spec_version: 8
+spec_version: 9
 name: npu
 dtype_configs:
   act:
@@ -167,6 +167,8 @@ V2_CASES = {
     # version 8
     "customized_qrange": ("input_dtype: {dtype: quint8", "false", "true"),
     "annotation_stage": ("    dtype_configs: [act]", "2", "1"),
+    # version 9
+    "averaging_constant": ("input_dtype: {dtype: quint8", "0.5", "1"),
 }
 
 
