@@ -552,6 +552,23 @@ def test_xnnpacks_qat_config_is_verified_in_the_qat_flow(tmp_path):
     assert qat_differences(out, _original("xnnpack_qat"), models) == []
 
 
+@pytest.mark.slow
+@needs_executorch
+def test_xnnpacks_dynamic_qat_config_is_verified_in_the_qat_flow(tmp_path):
+    """get_symmetric_quantization_config(is_dynamic=True, is_qat=True): the activation is a
+    FakeQuantize flagged dynamic around MovingAverageMinMaxObserver(averaging_constant=1),
+    which version 9 says (a calibrating observer on a dynamic mapping, averaging_constant);
+    before, export refused it ("averaging_constant, which no spec key sets")."""
+    done, out = export(tmp_path, f"{FIXTURES / 'round2.py'}:xnnpack_dynamic_qat")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "in the QAT flow" in done.stderr
+    text = out.read_text()
+    assert "spec_version: 9\n" in text and "is_dynamic: true" in text
+    assert "observer: moving_average_minmax" in text and "averaging_constant: 1" in text
+    models = named_models("resnet18_net", "transformer")
+    assert qat_differences(out, _original("xnnpack_dynamic_qat"), models) == []
+
+
 def test_a_graph_input_observed_for_its_reader_is_read_as_the_readers_input():
     """Some graph inputs observed on their own output (those a linear reads), others not: the
     probes describe the observer as the linear's input qspec, and inference writes no gap."""
