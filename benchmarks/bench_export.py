@@ -1,7 +1,8 @@
 """Quantizer export figures (issue 19), as ratios measured inside one process.
 
 * ``bespec export`` of torchao's ``X86InductorQuantizer`` (and, with executorch installed,
-  ``XNNPACKQuantizer`` per channel, and its QAT config, verified in the QAT flow: issue 30),
+  ``XNNPACKQuantizer`` per channel, and its QAT and dynamic QAT configs, verified in the QAT
+  flow: issue 30),
   the probe suite built as every process builds it (it is never cached on disk: issue 27),
   against the issue's budget of 60 s per quantizer (ratio <= 1);
 * the share of that time spent building the suite.
@@ -58,6 +59,22 @@ def xnnpack_qat():
     return quantizer
 
 
+def xnnpack_dynamic_qat():
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+
+    quantizer = XNNPACKQuantizer()
+    config = get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True, is_qat=True)
+    quantizer.set_global(config)
+    return quantizer
+
+
+#: The QAT configs (verified on the suite exported in training mode, built apart).
+QAT = (xnnpack_qat, xnnpack_dynamic_qat)
+
+
 def _timed(factory) -> float:
     start = time.perf_counter()
     result = export_quantizer(factory, name=factory.__name__)
@@ -80,14 +97,13 @@ def _suite_seconds(qat: bool = False) -> float:
 def main() -> int:
     factories = [x86]
     if importlib.util.find_spec("executorch") is not None:
-        factories += [xnnpack, xnnpack_qat]
+        factories += [xnnpack, *QAT]
     suite = _suite_seconds()
     if QUICK:  # one export, suite built in this process (imports included)
         ratio("export of x86", (suite + _timed(x86)) / BUDGET_SECONDS, "the 60 s budget", 1.0)
         return exit_code()
     for factory in factories:
-        # A QAT config is verified on the suite exported in training mode, built apart.
-        built = _suite_seconds(qat=True) if factory is xnnpack_qat else suite
+        built = _suite_seconds(qat=True) if factory in QAT else suite
         seconds = built + _timed(factory)
         ratio(f"export of {factory.__name__}", seconds / BUDGET_SECONDS, "the 60 s budget", 1.0)
         ratio(f"export of {factory.__name__}, suite building", built / seconds, "the export")
