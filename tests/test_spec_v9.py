@@ -377,3 +377,61 @@ patterns:
     prepared = prepare_qat_pt2e(exported, backend_spec.quantizer(spec, qat=True))
     prepared(data)
     convert_pt2e(prepared)(data)
+
+
+# --- a dynamic output on any entry --------------------------------------------------------------
+
+_DYNAMIC_OUTPUT = """\
+spec_version: {version}
+name: t
+dtype_configs:
+  dynamic_out:
+    input_dtype: quint8
+    output_dtype: quint8
+    weight_dtype: {{dtype: qint8, qscheme: symmetric}}
+    bias_dtype: float
+    is_dynamic: true
+patterns:
+  - pattern: [F.linear, F.relu]
+    aten: [[aten.linear.default, aten.relu.default]]
+    dtype_configs: [dynamic_out]
+"""
+
+
+@pytest.mark.parametrize(("version", "observed"), [(9, True), (8, False)])
+def test_a_dynamic_quantized_output_is_observed_on_any_entry_from_version_9(version, observed):
+    """X86's QAT conv-bn + activation chains observe the activation's output with the dynamic
+    fake-quantize of their input; version 8 did so only on shared-observer entries."""
+    spec = backend_spec.loads(_DYNAMIC_OUTPUT.format(version=version))
+    quantizer = backend_spec.quantizer(spec, qat=True)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.ReLU())
+    data = torch.randn(4, 6)
+    prepared = prepare_qat_pt2e(torch.export.export(model, (data,)).module(), quantizer)
+    relu = next(n for n in prepared.graph.nodes if n.target == torch.ops.aten.relu.default)
+    readers = [getattr(prepared, str(user.target), None) for user in relu.users]
+    dynamic = [m for m in readers if m is not None and getattr(m, "is_dynamic", False)]
+    assert bool(dynamic) is observed
+
+
+@pytest.mark.parametrize(
+    ("observation", "version"),
+    [("output_use_different_observer_as_input", 9), ("output_share_observer_with_input", 8)],
+)
+def test_a_dynamic_output_needs_version_9_only_on_an_unshared_entry(observation, version):
+    """dump (export's writer) writes the oldest version that means the config."""
+    text = f"""\
+spec_version: 9
+name: t
+dtype_configs:
+  dynamic_out:
+    input_dtype: quint8
+    output_dtype: quint8
+    weight_dtype: qint8
+    is_dynamic: true
+patterns:
+  - pattern: F.relu
+    observation_type: {observation}
+    dtype_configs: [dynamic_out]
+"""
+    written = dump(backend_spec.loads(text), "yaml", name="t")
+    assert f"spec_version: {version}\n" in written

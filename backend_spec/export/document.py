@@ -135,6 +135,21 @@ def required_version(doc: SpecDocument) -> int:
             return max(versions, default=1)
         return max((used(v) for v in node), default=1) if isinstance(node, list) else 1
 
+    def dynamic_output_unshared(entry: dict) -> bool:
+        """A dynamic config with a quantized output on an entry that observes its output
+        otherwise than with the input's observer: version 9 observes that output too."""
+        if entry.get("observation_type") == "output_share_observer_with_input":
+            return False
+        configs = [
+            doc.dtype_configs.get(ref) if isinstance(ref, str) else ref
+            for ref in entry.get("dtype_configs") or ()
+        ]
+        return any(
+            isinstance(c, dict) and dynamic_output(c.get("is_dynamic"), c.get("output_dtype"))
+            for c in configs
+        )
+
+    unshared = 9 if any(dynamic_output_unshared(entry) for entry in doc.patterns) else 1
     nested = any(nested_forward_items(entry.get("pattern")) for entry in doc.patterns)
     backend_keys = max(
         (
@@ -144,7 +159,9 @@ def required_version(doc: SpecDocument) -> int:
         ),
         default=1,
     )
-    return max(2 if nested else 1, backend_keys, used(doc.patterns), used(doc.dtype_configs))
+    return max(
+        2 if nested else 1, backend_keys, unshared, used(doc.patterns), used(doc.dtype_configs)
+    )
 
 
 def pass_doc(function: Any) -> Any:

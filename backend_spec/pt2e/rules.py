@@ -329,7 +329,12 @@ class _Compiler:
             )
         act, dynamic = self.observer_spec(qconfig.activation)
         observation = _OBSERVATIONS[effective.get("observation_type")]
-        shares_dynamic = observation == "share" and effective.key in self.dynamic_shares
+        # A dynamic config with a quantized output observes the output with the input's dynamic
+        # observer: on a shared-observer entry from version 8, on any entry from version 9
+        # (X86's QAT conv-bn + activation chains).
+        shares_dynamic = effective.key in self.dynamic_shares and (
+            observation == "share" or self.backend.version >= 9
+        )
         output = None if dynamic and not shares_dynamic else act
         own = self.backend.version >= 9 and qconfigs.own_observers(
             chosen, self.engine, qat=self.qat

@@ -775,13 +775,15 @@ class _Annotator:
         if policy != "always" or rule.output is None:
             return
         if out_dtype is None:
-            # A dynamic output (version 8) only shares its input's observer: quantized at run
-            # time, it counts as quantized for consumers but leaves nothing to reuse.
+            # A dynamic output: quantized at run time, it counts as quantized for consumers but
+            # leaves nothing to reuse. It shares its input's observer (version 8), or on any
+            # other entry has its own dynamic one (version 9: X86's QAT conv-bn chains).
+            annotation = last.meta["quantization_annotation"]
             if observation == "share":
-                last.meta["quantization_annotation"].output_qspec = SharedQuantizationSpec(
-                    shared_edge
-                )
-                self.quantized.add(last)
+                annotation.output_qspec = SharedQuantizationSpec(shared_edge)
+            else:
+                annotation.output_qspec = self.quantizer.spec(rule.output)
+            self.quantized.add(last)
             return
         annotation = last.meta["quantization_annotation"]
         if observation == "share":
