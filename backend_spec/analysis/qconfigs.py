@@ -302,10 +302,9 @@ def own_observers(
     output mappings both set observer options, different ones, for one dtype (another
     qscheme, observer, fake-quantize...), each built with its own mapping's options and the
     bounds of both; ``None`` when the two observe alike or one sets none (it takes the
-    other's). pt2e observes each edge with its own qspec (Core ML's
-    relu outputs are affine after a symmetric input); a QConfig has one activation observer,
-    so FX observes both with one (the input's options, or the output's when the input sets
-    none)."""
+    other's). pt2e observes each edge with its own qspec (Core ML's relu outputs are affine
+    after a symmetric input); a QConfig has one activation observer, so FX observes both with
+    one (the input's options, or the output's when the input sets none)."""
     described = _describe(dtype_config)
     inp, out = described.input, described.output
     if described.is_dynamic or out.dtype != inp.dtype or not (inp.options and out.options):
@@ -318,7 +317,7 @@ def own_observers(
         merged = _merge_constraints(mine, other)
         if merged is None:
             return None
-        merged = merged._replace(options=mine.options)  # its own options, even none
+        merged = merged._replace(options=mine.options)  # its own options, not the other's
         own = described._replace(input=merged, output=merged)
         qconfig, _reason = _cached_qconfig(own, reduce_range, _DEFAULT_WEIGHT)
         if qconfig is not None:
