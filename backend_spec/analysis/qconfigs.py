@@ -25,7 +25,11 @@ from backend_spec.ir.lift import lift_dtype_config
 from backend_spec.ir.lower import backend_of
 from backend_spec.names.dtypes import dtype_name, dtype_range
 from backend_spec.names.labels import dtype_label
-from backend_spec.specfile.fields import CALIBRATING_OBSERVERS, CONSTRAINT_FIELDS
+from backend_spec.specfile.fields import (
+    CALIBRATING_OBSERVERS,
+    CONSTRAINT_FIELDS,
+    DEFAULT_AVERAGING_CONSTANT,
+)
 
 with quiet():
     from torch.ao.quantization import QConfig, QConfigMapping
@@ -506,7 +510,7 @@ _ACTIVATION_DEFAULTS = {
     "fake_quant": DEFAULT_FAKE_QUANT,
     "ptq_fake_quant": False,
     "customized_qrange": True,
-    "averaging_constant": 0.01,
+    "averaging_constant": DEFAULT_AVERAGING_CONSTANT,
 }
 
 

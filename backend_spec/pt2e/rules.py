@@ -29,6 +29,7 @@ from backend_spec.names.labels import object_label
 from backend_spec.pt2e.aten import describe_op
 from backend_spec.pt2e.qat import qat_fused_type, qat_swap, spec_data
 from backend_spec.pt2e.table import Policy, Rule, Table, rule_key
+from backend_spec.specfile.fields import DEFAULT_AVERAGING_CONSTANT
 
 with quiet():
     from torch.ao.quantization.observer import FixedQParamsObserver
@@ -53,9 +54,6 @@ _OBSERVATIONS = {
     ObservationType.OUTPUT_SHARE_OBSERVER_WITH_INPUT: "share",
     ObservationType.INPUT_OUTPUT_NOT_OBSERVED: "none",
 }
-
-#: torch's moving-average observers' default ``averaging_constant`` (a table spec names others).
-_AVERAGING_CONSTANT = 0.01
 
 #: ATen ops that pt2e folds into a preceding conv / linear before annotating (PTQ).
 _FOLDED = ("aten.batch_norm.default", "aten._native_batch_norm_legit_no_training.default")
@@ -480,8 +478,8 @@ def _spec_data(observer: Any) -> dict[str, Any] | None:
         eps = getattr(observer, "eps", None)
         if eps is not None:
             data["observer_kwargs"] = {"eps": float(eps)}
-        constant = getattr(observer, "averaging_constant", _AVERAGING_CONSTANT)
-        if constant != _AVERAGING_CONSTANT:  # version 9
+        constant = getattr(observer, "averaging_constant", DEFAULT_AVERAGING_CONSTANT)
+        if constant != DEFAULT_AVERAGING_CONSTANT:  # version 9
             data.setdefault("observer_kwargs", {})["averaging_constant"] = float(constant)
         if "per_channel" in (qscheme or ""):
             data["ch_axis"] = int(observer.ch_axis)

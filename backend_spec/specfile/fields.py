@@ -202,6 +202,10 @@ OBSERVER_FIELDS: tuple[str, ...] = (
     "averaging_constant",
 )
 
+#: torch's moving-average observers' ``averaging_constant`` (what a mapping means without the
+#: version 9 key).
+DEFAULT_AVERAGING_CONSTANT = 0.01
+
 #: The ``observer`` values that calibrate a dynamic activation (version 9: what a dynamic QAT
 #: fake-quantize wraps; any other, and any in an older file, is a placeholder there).
 CALIBRATING_OBSERVERS: tuple[str, ...] = ("minmax", "moving_average_minmax")

@@ -35,6 +35,7 @@ from backend_spec.ir import Backend, DTypeConfig, DTypeMapping, Entry, FunctionR
 from backend_spec.ir.lift import key_of
 from backend_spec.ir.lower import lower
 from backend_spec.pt2e.table import POLICY_VALUES
+from backend_spec.specfile.fields import DEFAULT_AVERAGING_CONSTANT
 from backend_spec.specfile.models import MAX_ANNOTATION_STAGE
 
 with __import__("backend_spec.quiet", fromlist=["quiet"]).quiet():
@@ -78,8 +79,6 @@ _FAKE_QUANTS = dict(
 #: The observer both FakeQuantize and FusedMovingAvgObsFakeQuantize wrap when not told.
 _DEFAULT_FAKE_QUANT_OBSERVER = "MovingAverageMinMaxObserver"
 _FLOAT_EPS = float(torch.finfo(torch.float32).eps)
-#: torch's moving-average observers' ``averaging_constant`` when not told (a spec says others).
-_AVERAGING_CONSTANT = 0.01
 _FLOAT = DTypeMapping(torch.float)
 #: Where an inferred entry comes from (no spec line).
 _INFERRED = Origin("?")
@@ -717,8 +716,10 @@ class _Builder:
         # Any eps but the observers' default, smaller ones too (OpenVINO's 1e-16).
         if eps is not None and float(eps) != _FLOAT_EPS:
             options["scale_min_lower_bound"] = float(eps)
-        constant = kwargs.pop("averaging_constant", _AVERAGING_CONSTANT)
-        if float(constant) != _AVERAGING_CONSTANT:  # a dynamic QAT fake-quantize's 1 (version 9)
+        constant = kwargs.pop("averaging_constant", DEFAULT_AVERAGING_CONSTANT)
+        if (
+            float(constant) != DEFAULT_AVERAGING_CONSTANT
+        ):  # a dynamic QAT fake-quantize's 1 (version 9)
             options["averaging_constant"] = float(constant)
         if _uncustomized_qrange(qspec, kwargs, dtype):
             options["customized_qrange"] = False
