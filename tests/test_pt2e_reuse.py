@@ -4,6 +4,8 @@ torchao itself computes (an export's spec is byte-identical with and without the
 
 from __future__ import annotations
 
+import operator
+
 import pytest
 
 from backend_spec._torch import torch
@@ -113,3 +115,58 @@ def test_the_originals_come_back_when_the_last_user_leaves():
             assert prepare.get_new_attr_name_with_prefix is reuse.attr_name_finder
         assert prepare.get_new_attr_name_with_prefix is reuse.attr_name_finder
     assert prepare.get_new_attr_name_with_prefix is original
+
+
+class _Chains(torch.nn.Module):
+    """Conv -> batch_norm -> add -> relu chains, some broken (an add of two convs, a relu
+    reading a conv), so that partitions of each type connect to some and not others."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.convs = torch.nn.ModuleList(torch.nn.Conv2d(2, 2, 1) for _ in range(4))
+        self.bns = torch.nn.ModuleList(torch.nn.BatchNorm2d(2) for _ in range(4))
+        self.relus = torch.nn.ModuleList(torch.nn.ReLU() for _ in range(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = self.relus[0](self.bns[0](self.convs[0](x)) + x)
+        b = self.relus[1](x + self.bns[1](self.convs[1](a)))
+        c = self.bns[2](self.convs[2](b)) + self.bns[3](self.convs[3](b))
+        return self.relus[2](c) + self.relus[3](self.convs[0](c))
+
+
+def _named(found: list) -> list[tuple]:
+    return [tuple(tuple(n.name for n in part.nodes) for part in chain) for chain in found]
+
+
+@pytest.mark.parametrize(
+    "kinds",
+    [
+        [torch.nn.Conv2d, torch.nn.BatchNorm2d, operator.add, torch.nn.ReLU],
+        [torch.nn.Conv2d, torch.nn.BatchNorm2d],
+        [operator.add, torch.nn.ReLU],
+        [torch.nn.ReLU],
+        [],
+    ],
+    ids=lambda kinds: "-".join(getattr(k, "__name__", str(k)) for k in kinds) or "none",
+)
+def test_the_sequential_partition_search_finds_torchaos_chains_in_its_order(kinds):
+    graph_utils = pytest.importorskip("torchao.quantization.pt2e.graph_utils")
+    original = graph_utils.find_sequential_partitions
+    graph = torch.export.export(_Chains().train(), (torch.randn(1, 2, 3, 3),)).module()
+    expected = original(graph, kinds)
+    found = reuse.sequential_partitions(original)(graph, kinds)
+    assert _named(found) == _named(expected)
+    assert len(kinds) < 2 or 0 < len(expected) < 64  # connections were judged, both ways
+    with pytest.raises(ValueError, match="must be unique"):
+        reuse.sequential_partitions(original)(graph, [torch.nn.ReLU, torch.nn.ReLU])
+
+
+def test_the_partition_search_is_rebound_where_a_quantizer_imported_it_and_restored():
+    x86 = pytest.importorskip("torchao.quantization.pt2e.quantizer.x86_inductor_quantizer")
+    graph_utils = pytest.importorskip("torchao.quantization.pt2e.graph_utils")
+    original = graph_utils.find_sequential_partitions
+    assert x86.find_sequential_partitions is original
+    with reuse.reused_patterns():
+        assert x86.find_sequential_partitions is not original
+        assert x86.find_sequential_partitions is graph_utils.find_sequential_partitions
+    assert x86.find_sequential_partitions is original is graph_utils.find_sequential_partitions

@@ -20,8 +20,14 @@ suite, and neither depends on the model or the quantizer:
   quadratic in the number of observers, seconds on the suite. :func:`reused_patterns` swaps
   in a search that gives the same name but looks in the module's submodules (where observers
   live) before falling back to ``hasattr``.
+* **Sequential partitions.** torchao's ``find_sequential_partitions`` (X86's conv-bn-add-relu,
+  LiteRT's fusions) tries every combination of one partition per op type, the product of
+  their counts: on the suite's hundreds of convs, batch norms, adds and relus, minutes.
+  :func:`reused_patterns` rebinds it, wherever a loaded module holds it, to
+  :func:`sequential_partitions`, which extends only chains whose neighbours connect: the
+  same candidates in the same order.
 
-Both are in effect only inside :func:`reused_patterns` and give what torchao would have
+All are in effect only inside :func:`reused_patterns` and give what torchao would have
 computed, so results are unchanged (an export's spec is byte-identical with and without).
 The cache is in memory only (never pickled to disk) and bounded (:data:`MAX_PATTERNS`).
 """
@@ -33,6 +39,7 @@ import contextvars
 import copy
 import importlib
 import itertools
+import sys
 import threading
 import types
 from collections.abc import Callable, Iterator
@@ -62,6 +69,12 @@ _QAT_UTILS = "torchao.quantization.pt2e.qat_utils"
 #: The conv function the running helper's graph has no node of (its patterns cannot match).
 _absent_conv: contextvars.ContextVar[Any] = contextvars.ContextVar("absent_conv", default=None)
 _NAMING_SITE = ("torch.ao.quantization.fx.prepare", "get_new_attr_name_with_prefix")
+#: Where torchao (and an older torch) define ``find_sequential_partitions``.
+_PARTITION_DEFINITIONS = (
+    "torchao.quantization.pt2e.graph_utils",
+    "torch.ao.quantization.pt2e.graph_utils",
+)
+_PARTITION_NAME = "find_sequential_partitions"
 
 
 @contextlib.contextmanager
@@ -105,7 +118,76 @@ def _install() -> list[tuple[types.ModuleType, str, Any]]:
     if original is not None:
         saved.append((module, _NAMING_SITE[1], original))
         setattr(module, _NAMING_SITE[1], attr_name_finder)
+    return saved + _rebind_partition_search()
+
+
+def _rebind_partition_search() -> list[tuple[types.ModuleType, str, Any]]:
+    """Every loaded module's binding of a defined ``find_sequential_partitions`` (the
+    definition, and each quantizer module that imported it by name), rebound to
+    :func:`sequential_partitions`; the originals."""
+    replacements = {}
+    for module_name in _PARTITION_DEFINITIONS:
+        module = sys.modules.get(module_name) or _module(module_name)
+        original = vars(module).get(_PARTITION_NAME) if module is not None else None
+        if isinstance(original, types.FunctionType):
+            replacements[id(original)] = (original, sequential_partitions(original))
+    saved = []
+    for module in list(sys.modules.values()):
+        bound = vars(module).get(_PARTITION_NAME) if isinstance(module, types.ModuleType) else None
+        if bound is not None and id(bound) in replacements:
+            original, replacement = replacements[id(bound)]
+            if bound is original:
+                saved.append((module, _PARTITION_NAME, original))
+                setattr(module, _PARTITION_NAME, replacement)
     return saved
+
+
+def sequential_partitions(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``original`` (torchao's ``find_sequential_partitions``), the same result found in time
+    linear in the chains that connect: its candidates are the product of the partition lists
+    filtered by "each partition feeds the next", so a depth-first walk that extends a prefix
+    only by partitions its last one feeds yields exactly those, in the product's order. It
+    calls the original's own helpers (type checks, partition lookup, connectivity)."""
+    helpers = original.__globals__
+    valid, matching = helpers["_valid_type_sequence"], helpers["_get_matching_types"]
+    partitions_of, connected = (
+        helpers["get_source_partitions"],
+        helpers["check_subgraphs_connected"],
+    )
+
+    def find_sequential_partitions(
+        gm: Any,
+        partition_types: list[Any],
+        include_functional_equivalent: bool = True,
+        filter_fn: Callable[[Any], bool] | None = None,
+    ) -> list[tuple]:
+        if not valid(partition_types):
+            raise ValueError(
+                f"Invalid partition types: {partition_types}. "
+                "Each type in the sequence must be unique"
+            )
+        typed = [
+            list(
+                itertools.chain.from_iterable(
+                    partitions_of(gm.graph, matching(kind), filter_fn).values()
+                )
+            )
+            for kind in partition_types
+        ]
+        found: list[tuple] = []
+
+        def extend(prefix: tuple) -> None:
+            if len(prefix) == len(typed):
+                found.append(prefix)
+                return
+            for partition in typed[len(prefix)]:
+                if not prefix or connected(prefix[-1], partition):
+                    extend((*prefix, partition))
+
+        extend(())
+        return found
+
+    return find_sequential_partitions
 
 
 def _noting_absent_conv(helper: Callable[..., Any]) -> Callable[..., Any]:
