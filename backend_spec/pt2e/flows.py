@@ -136,9 +136,13 @@ class FxFailed(Exception):
 def run_pt2e(
     quantizer: Any, model: nn.Module, example_inputs: tuple, batches: list[tuple]
 ) -> FlowResult:
+    """Export, ``prepare_pt2e``, calibrate, ``convert_pt2e`` (torchao's per-call work reused:
+    :mod:`.reuse`)."""
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-    with quiet(), warnings.catch_warnings(), torch.no_grad():
+    from backend_spec.pt2e.reuse import reused_patterns
+
+    with quiet(), warnings.catch_warnings(), torch.no_grad(), reused_patterns():
         warnings.simplefilter("ignore", UserWarning)  # export's notes on RNN flat weights
         exported = torch.export.export(copy.deepcopy(model), example_inputs).module()
         prepared = prepare_pt2e(exported, quantizer)

@@ -142,14 +142,16 @@ def run_pt2e_qat(
     quantizer: Any, model: nn.Module, example_inputs: tuple, batches: list[tuple]
 ) -> flows.FlowResult:
     """``torch.export`` in training mode, ``prepare_qat_pt2e``, the same forward passes, then
-    ``move_exported_model_to_eval`` and ``convert_pt2e``."""
+    ``move_exported_model_to_eval`` and ``convert_pt2e``; torchao's conv-bn pattern graphs,
+    re-exported by each prepare and convert, are built once per process (:mod:`.reuse`)."""
     from torchao.quantization.pt2e import move_exported_model_to_eval
     from torchao.quantization.pt2e.fake_quantize import disable_observer
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_qat_pt2e
 
     from backend_spec.pt2e import flows
+    from backend_spec.pt2e.reuse import reused_patterns
 
-    with quiet(), torch.no_grad():
+    with quiet(), torch.no_grad(), reused_patterns():
         exported = torch.export.export(copy.deepcopy(model).train(), example_inputs).module()
         prepared = prepare_qat_pt2e(exported, quantizer)
         for batch in batches:
