@@ -5,7 +5,9 @@ of the comparison is one edit."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import os
 import subprocess
 import sys
@@ -64,12 +66,35 @@ def bespec(
     )
 
 
+def in_process(*args: str) -> subprocess.CompletedProcess:
+    """``bespec ARGS`` run by the CLI's own app in this process, its output and exit code as
+    :func:`bespec` gives them. An export builds its probe suite once per process (about half
+    a minute on two cores), so the export tests share it, as a user's
+    :func:`backend_spec.export.quantizer.export_quantizer` calls do."""
+    from backend_spec.cli.app import app
+    from backend_spec.quiet import silence_globally
+
+    silence_globally()
+    stdout, stderr, code = io.StringIO(), io.StringIO(), 0
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            app(args=list(args), prog_name="bespec")
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    return subprocess.CompletedProcess(
+        ["bespec", *args], code, stdout.getvalue(), stderr.getvalue()
+    )
+
+
 def export(
     tmp_path: Path, ref: str, *extra: str, path: tuple[str, ...] = ()
 ) -> tuple[subprocess.CompletedProcess, Path]:
-    """``bespec export REF -o tmp_path/spec.yaml EXTRA``: the run and the file it writes."""
+    """``bespec export REF -o tmp_path/spec.yaml EXTRA``: the run and the file it writes. In
+    this process (:func:`in_process`) unless ``path`` names more import folders (side-installed
+    vendor packages stay out of the test process)."""
     out = tmp_path / "spec.yaml"
-    return bespec("export", ref, "-o", str(out), *extra, path=path), out
+    args = ("export", ref, "-o", str(out), *extra)
+    return (bespec(*args, path=path) if path else in_process(*args)), out
 
 
 def observed(**changes: Any) -> dict[str, Any]:

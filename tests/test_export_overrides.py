@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("torchao", reason="the pt2e extra (torchao) is not installed")
 
-from _export_helpers import FIXTURES, bespec, export, fixture, observed  # noqa: E402
+from _export_helpers import FIXTURES, export, fixture, observed  # noqa: E402
 
 from backend_spec.export.quantizer import _before_consumers, probe  # noqa: E402
 from backend_spec.export.quantizer.infer import infer  # noqa: E402
@@ -260,8 +260,7 @@ def test_a_per_type_override_exports_verifies_and_matches_unseen_models(tmp_path
     executorch, line = CONFIGS[factory]
     if executorch and importlib.util.find_spec("executorch") is None:
         pytest.skip("executorch cannot be imported")
-    out = tmp_path / "spec.yaml"
-    done = bespec("export", f"{FIXTURES / 'overrides.py'}:{factory}", "-o", str(out))
+    done, out = export(tmp_path, f"{FIXTURES / 'overrides.py'}:{factory}")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "verified:" in done.stderr
     assert line in out.read_text()

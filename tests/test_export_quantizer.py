@@ -413,8 +413,8 @@ def _factory_module(folder: Path, source: str):
 def _export_factory(folder: Path, source: str):
     """(CLI result, spec path, the original's factory) of exporting ``source``'s ``make``."""
     path, module = _factory_module(folder, source)
-    out = folder / "spec.yaml"
-    return bespec("export", f"{path}:make", "-o", str(out)), out, module.make
+    done, out = export(folder, f"{path}:make")
+    return done, out, module.make
 
 
 @pytest.mark.slow

@@ -16,8 +16,8 @@ pytest.importorskip("torchao", reason="the pt2e extra (torchao) is not installed
 import torch  # noqa: E402
 from _export_helpers import (  # noqa: E402
     FIXTURES,
-    bespec,
     differences,
+    export,
     fixture,
     named_models,
     needs_executorch,
@@ -115,8 +115,7 @@ def test_xnnpack_with_linear_left_float_exports_and_matches_unseen_models(tmp_pa
     producer, and the spec matches the original on models the export never saw. (Without
     the conv probes the export is refused: max_pool2d, cat, adaptive_avg_pool2d, flatten...
     differ on the verification models.)"""
-    out = tmp_path / "spec.yaml"
-    done = bespec("export", f"{FIXTURES / 'neighbours.py'}:xnnpack_float_linear", "-o", str(out))
+    done, out = export(tmp_path, f"{FIXTURES / 'neighbours.py'}:xnnpack_float_linear")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "verified:" in done.stderr
     text = out.read_text()

@@ -170,3 +170,14 @@ def test_the_partition_search_is_rebound_where_a_quantizer_imported_it_and_resto
         assert x86.find_sequential_partitions is not original
         assert x86.find_sequential_partitions is graph_utils.find_sequential_partitions
     assert x86.find_sequential_partitions is original is graph_utils.find_sequential_partitions
+
+
+def test_a_quantizers_own_binding_of_the_pattern_builder_is_rebound_and_restored():
+    """executorch's XNNPACK utilities import the builder by name: their calls are kept too."""
+    utils = pytest.importorskip("executorch.backends.xnnpack.quantizer.xnnpack_quantizer_utils")
+    original = utils._get_aten_graph_module_for_pattern
+    assert original is qat_utils._get_aten_graph_module_for_pattern
+    with reuse.reused_patterns():
+        rebound = utils._get_aten_graph_module_for_pattern
+        assert rebound is not original and rebound is qat_utils._get_aten_graph_module_for_pattern
+    assert utils._get_aten_graph_module_for_pattern is original

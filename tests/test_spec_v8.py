@@ -20,7 +20,7 @@ import pytest
 pytest.importorskip("torchao", reason="the pt2e extra (torchao) is not installed")
 
 import torch  # noqa: E402
-from _export_helpers import FIXTURES, bespec, differences, fixture, observed, unseen  # noqa: E402
+from _export_helpers import FIXTURES, differences, export, fixture, observed, unseen  # noqa: E402
 
 import backend_spec  # noqa: E402
 from backend_spec.export.quantizer.infer import infer  # noqa: E402
@@ -319,8 +319,7 @@ def test_x86_variants_export_and_match_unseen_models(tmp_path, fixture, written)
     depthwise convs, and the nets above)."""
     from backend_spec.pt2e import parity_nets
 
-    out = tmp_path / "spec.yaml"
-    done = bespec("export", f"{FIXTURES / 'neighbours.py'}:{fixture}", "-o", str(out))
+    done, out = export(tmp_path, f"{FIXTURES / 'neighbours.py'}:{fixture}")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "verified:" in done.stderr
     text = out.read_text()

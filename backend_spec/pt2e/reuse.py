@@ -1,7 +1,7 @@
 """Work torchao's prepare and convert redo on every call, done once per process.
 
-Two costs dominate bespec's runs of ``prepare_qat_pt2e`` / ``convert_pt2e`` on its large probe
-suite, and neither depends on the model or the quantizer:
+These costs dominate bespec's runs of ``prepare_pt2e``, ``prepare_qat_pt2e`` and ``convert_pt2e``
+on its large probe suite, and none depends on the model or the quantizer:
 
 * **Pattern graphs.** Every ``prepare_qat_pt2e`` (conv-bn fusion) and every ``convert_pt2e`` of
   a graph with a BatchNorm (conv-bn folding) ``torch.export``-s the same ~60 small conv-bn
@@ -9,7 +9,9 @@ suite, and neither depends on the model or the quantizer:
   time of an export verified in the QAT flow, which prepares and converts twice. The graph
   depends only on the pattern function and the example inputs' shapes and dtypes, so
   :func:`reused_patterns` keeps each one, keyed by all of them, and hands out a deep copy
-  (what the caller does to its copy never reaches the next caller).
+  (what the caller does to its copy never reaches the next caller). Quantizers that build
+  pattern graphs to annotate (XNNPACK's conv-bn, LiteRT's) call the same function, imported
+  by name: every loaded module's binding of it is rebound.
 * **Patterns that cannot match.** A pattern is built for each of four conv functions
   (conv1d, conv2d, their transposes) whatever the graph holds. Inside a conv-bn helper
   whose graph has no node of that conv (nor a generic ``convolution``), no pattern of it can
@@ -57,24 +59,12 @@ _depth = 0
 #: What :func:`_install` replaced, put back when the last :func:`reused_patterns` ends.
 _saved: list[tuple[types.ModuleType, str, Any]] = []
 
-#: (module, attribute) rebound to :func:`_cached_pattern` inside :func:`reused_patterns`: the
-#: definition and the module that imported it by name.
-_PATTERN_SITES = (
-    ("torchao.quantization.pt2e.utils", "_get_aten_graph_module_for_pattern"),
-    ("torchao.quantization.pt2e.qat_utils", "_get_aten_graph_module_for_pattern"),
-)
 #: The conv-bn helpers of torchao's ``qat_utils``, called with ``(m, conv_fn, ...)``.
 _HELPER_SITES = ("_fuse_conv_bn_qat_helper", "_fold_conv_bn_qat_helper")
 _QAT_UTILS = "torchao.quantization.pt2e.qat_utils"
 #: The conv function the running helper's graph has no node of (its patterns cannot match).
 _absent_conv: contextvars.ContextVar[Any] = contextvars.ContextVar("absent_conv", default=None)
 _NAMING_SITE = ("torch.ao.quantization.fx.prepare", "get_new_attr_name_with_prefix")
-#: Where torchao (and an older torch) define ``find_sequential_partitions``.
-_PARTITION_DEFINITIONS = (
-    "torchao.quantization.pt2e.graph_utils",
-    "torch.ao.quantization.pt2e.graph_utils",
-)
-_PARTITION_NAME = "find_sequential_partitions"
 
 
 @contextlib.contextmanager
@@ -100,13 +90,9 @@ def reused_patterns() -> Iterator[None]:
 
 def _install() -> list[tuple[types.ModuleType, str, Any]]:
     """Rebind each site that exists (an older or newer torchao may lack one); the originals."""
-    saved = []
-    for module_name, name in _PATTERN_SITES:
-        module = _module(module_name)
-        original = getattr(module, name, None) if module is not None else None
-        if original is not None:
-            saved.append((module, name, original))
-            setattr(module, name, _caching(original))
+    saved = [
+        pair for definitions, name, make in _REBOUND for pair in _rebind(definitions, name, make)
+    ]
     module = _module(_QAT_UTILS)
     for name in _HELPER_SITES:
         original = getattr(module, name, None) if module is not None else None
@@ -118,27 +104,28 @@ def _install() -> list[tuple[types.ModuleType, str, Any]]:
     if original is not None:
         saved.append((module, _NAMING_SITE[1], original))
         setattr(module, _NAMING_SITE[1], attr_name_finder)
-    return saved + _rebind_partition_search()
+    return saved
 
 
-def _rebind_partition_search() -> list[tuple[types.ModuleType, str, Any]]:
-    """Every loaded module's binding of a defined ``find_sequential_partitions`` (the
-    definition, and each quantizer module that imported it by name), rebound to
-    :func:`sequential_partitions`; the originals."""
+def _rebind(
+    definitions: tuple[str, ...], name: str, make: Callable[[Any], Any]
+) -> list[tuple[types.ModuleType, str, Any]]:
+    """Every loaded module's binding of a function ``name`` that one of ``definitions`` (those
+    loaded: a definition not yet imported is bound nowhere) defines, rebound to
+    ``make(function)``; the originals."""
     replacements = {}
-    for module_name in _PARTITION_DEFINITIONS:
-        module = sys.modules.get(module_name) or _module(module_name)
-        original = vars(module).get(_PARTITION_NAME) if module is not None else None
+    for module_name in definitions:
+        module = sys.modules.get(module_name)
+        original = vars(module).get(name) if module is not None else None
         if isinstance(original, types.FunctionType):
-            replacements[id(original)] = (original, sequential_partitions(original))
+            replacements[id(original)] = (original, make(original))
     saved = []
     for module in list(sys.modules.values()):
-        bound = vars(module).get(_PARTITION_NAME) if isinstance(module, types.ModuleType) else None
-        if bound is not None and id(bound) in replacements:
-            original, replacement = replacements[id(bound)]
-            if bound is original:
-                saved.append((module, _PARTITION_NAME, original))
-                setattr(module, _PARTITION_NAME, replacement)
+        bound = vars(module).get(name) if isinstance(module, types.ModuleType) else None
+        found = replacements.get(id(bound)) if bound is not None else None
+        if found is not None and bound is found[0]:
+            saved.append((module, name, bound))
+            setattr(module, name, found[1])
     return saved
 
 
@@ -347,3 +334,21 @@ def attr_name_finder(prefix: str) -> Callable[[torch.nn.Module], str]:
         raise AssertionError("unreachable")
 
     return get_new_attr_name
+
+
+#: Functions rebound inside :func:`reused_patterns`: (the modules that may define one, its
+#: name, what wraps it). Each loaded module's binding of a loaded definition is rebound: the
+#: definition and every module that imported it by name (torchao's ``qat_utils``, executorch's
+#: XNNPACK and LiteRT's quantizer utilities, coremltools through torch's copy).
+_REBOUND: tuple[tuple[tuple[str, ...], str, Callable[[Any], Any]], ...] = (
+    (
+        ("torchao.quantization.pt2e.utils", "torch.ao.quantization.pt2e.utils"),
+        "_get_aten_graph_module_for_pattern",
+        _caching,
+    ),
+    (
+        ("torchao.quantization.pt2e.graph_utils", "torch.ao.quantization.pt2e.graph_utils"),
+        "find_sequential_partitions",
+        sequential_partitions,
+    ),
+)
