@@ -84,7 +84,9 @@ def _quantize(
 ) -> tuple[Placement, list[torch.Tensor]]:
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-    with quiet(), warnings.catch_warnings(), torch.no_grad():
+    from backend_spec.pt2e.reuse import reused_patterns
+
+    with quiet(), warnings.catch_warnings(), torch.no_grad(), reused_patterns():
         warnings.simplefilter("ignore")
         prepared = prepare_pt2e(exported, quantizer)
         for batch in batches:

@@ -188,13 +188,14 @@ def _annotates_fake_quants_only(quantizer: Any) -> bool:
     from backend_spec._torch import torch
     from backend_spec.export.quantizer import probe
     from backend_spec.export.quantizer.models import MODELS
+    from backend_spec.pt2e.reuse import reused_patterns
 
     parts = probe.SuiteParts()
     for label in ("mlp", "conv_bn_relu"):
         model, example_inputs = MODELS[label]()
         parts.add(probe.Branch(label), model, example_inputs)
     try:
-        with quiet(), torch.no_grad(), warnings.catch_warnings():
+        with quiet(), torch.no_grad(), warnings.catch_warnings(), reused_patterns():
             warnings.simplefilter("ignore")
             graph = probe.export_suite(parts).module(check_guards=False)
             graph = quantizer.transform_for_annotation(graph)
