@@ -1,8 +1,8 @@
 """Quantizer export figures (issue 19), as ratios measured inside one process.
 
 * ``bespec export`` of torchao's ``X86InductorQuantizer`` (and, with executorch installed,
-  ``XNNPACKQuantizer`` per channel, and its QAT and dynamic QAT configs, verified in the QAT
-  flow: issue 30),
+  ``XNNPACKQuantizer`` per channel, and its QAT and dynamic QAT configs, and X86's dynamic QAT
+  config, verified in the QAT flow: issue 30),
   the probe suite built as every process builds it (it is never cached on disk: issue 27),
   against the issue's budget of 60 s per quantizer (ratio <= 1);
 * the share of that time spent building the suite.
@@ -71,8 +71,20 @@ def xnnpack_dynamic_qat():
     return quantizer
 
 
+def x86_dynamic_qat():
+    from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
+        X86InductorQuantizer,
+        get_default_x86_inductor_quantization_config,
+    )
+
+    quantizer = X86InductorQuantizer()
+    config = get_default_x86_inductor_quantization_config(is_dynamic=True, is_qat=True)
+    quantizer.set_global(config)
+    return quantizer
+
+
 #: The QAT configs (verified on the suite exported in training mode, built apart).
-QAT = (xnnpack_qat, xnnpack_dynamic_qat)
+QAT = (xnnpack_qat, xnnpack_dynamic_qat, x86_dynamic_qat)
 
 
 def _timed(factory) -> float:
@@ -95,9 +107,9 @@ def _suite_seconds(qat: bool = False) -> float:
 
 
 def main() -> int:
-    factories = [x86]
+    factories = [x86, x86_dynamic_qat]
     if importlib.util.find_spec("executorch") is not None:
-        factories += [xnnpack, *QAT]
+        factories += [xnnpack, xnnpack_qat, xnnpack_dynamic_qat]
     suite = _suite_seconds()
     if QUICK:  # one export, suite built in this process (imports included)
         ratio("export of x86", (suite + _timed(x86)) / BUDGET_SECONDS, "the 60 s budget", 1.0)
