@@ -181,3 +181,61 @@ def test_a_quantizers_own_binding_of_the_pattern_builder_is_rebound_and_restored
         rebound = utils._get_aten_graph_module_for_pattern
         assert rebound is not original and rebound is qat_utils._get_aten_graph_module_for_pattern
     assert utils._get_aten_graph_module_for_pattern is original
+
+
+def _module_pattern(act, base=torch.nn.Module):
+    """A pattern as coremltools writes one: a local module class whose forward closes over
+    the functions it calls."""
+
+    class Pattern(base):
+        def forward(self, x):
+            return act(self.helper(x))
+
+        def helper(self, x):
+            return x * 2
+
+    return Pattern()
+
+
+def test_a_stateless_module_pattern_is_keyed_by_its_code_and_closure():
+    inputs = (torch.ones(2),)
+    key = reuse.pattern_key(_module_pattern(torch.relu), inputs, False, {})
+    assert key is not None
+    assert key == reuse.pattern_key(_module_pattern(torch.relu), inputs, False, {})
+    assert key != reuse.pattern_key(_module_pattern(torch.sigmoid), inputs, False, {})
+    assert key != reuse.pattern_key(_module_pattern(torch.relu).eval(), inputs, False, {})
+
+
+class _Tripled(torch.nn.Module):
+    def helper(self, x):
+        return x * 3
+
+
+def test_a_module_pattern_with_state_or_other_code_is_not_confused():
+    inputs = (torch.ones(2),)
+    plain = reuse.pattern_key(_module_pattern(torch.relu), inputs, False, {})
+    # an inherited helper that differs: the base's methods are part of the key
+    other = reuse.pattern_key(_module_pattern(torch.relu, _Tripled), inputs, False, {})
+    assert other is not None and other != plain
+    weighted = _module_pattern(torch.relu)
+    weighted.scale = torch.nn.Parameter(torch.ones(1))
+    assert reuse.pattern_key(weighted, inputs, False, {}) is None
+    tagged = _module_pattern(torch.relu)
+    tagged.factor = 2  # an attribute of its own, read by nothing the key sees
+    assert reuse.pattern_key(tagged, inputs, False, {}) is None
+    hooked = _module_pattern(torch.relu)
+    hooked.register_forward_hook(lambda *_: None)
+    assert reuse.pattern_key(hooked, inputs, False, {}) is None
+
+
+def test_a_kept_module_pattern_is_the_graph_torch_builds():
+    utils = pytest.importorskip("torchao.quantization.pt2e.utils")
+    inputs = (torch.randn(2, 3),)
+    fresh = utils._get_aten_graph_module_for_pattern(_module_pattern(torch.relu), inputs)
+    with reuse.reused_patterns():
+        first = utils._get_aten_graph_module_for_pattern(_module_pattern(torch.relu), inputs)
+        again = utils._get_aten_graph_module_for_pattern(_module_pattern(torch.relu), inputs)
+        other = utils._get_aten_graph_module_for_pattern(_module_pattern(torch.tanh), inputs)
+    assert first.code == fresh.code == again.code != other.code
+    assert first is not again
+    assert reuse.pattern_key(_module_pattern(torch.relu), inputs, False, {}) in reuse._patterns

@@ -7,7 +7,8 @@ on its large probe suite, and none depends on the model or the quantizer:
   a graph with a BatchNorm (conv-bn folding) ``torch.export``-s the same ~60 small conv-bn
   patterns (``_get_aten_graph_module_for_pattern``), about half a second each: most of the
   time of an export verified in the QAT flow, which prepares and converts twice. The graph
-  depends only on the pattern function and the example inputs' shapes and dtypes, so
+  depends only on the pattern's code (a function, or a stateless module's methods) with
+  what its closures hold, and on the example inputs' shapes and dtypes, so
   :func:`reused_patterns` keeps each one, keyed by all of them, and hands out a deep copy
   (what the caller does to its copy never reaches the next caller). Quantizers that build
   pattern graphs to annotate (XNNPACK's conv-bn, LiteRT's) call the same function, imported
@@ -253,26 +254,64 @@ def _calls(pattern: Any, conv_fn: Any) -> bool:
 
 
 def pattern_key(pattern: Any, example_inputs: tuple, is_cuda: bool, kwargs: dict) -> tuple | None:
-    """Everything the exported pattern graph depends on: the function's code, the values its
-    closure and defaults hold, and each example input's kind (shape, dtype, stride...; not
-    its values, which tracing does not read). ``None`` (not cached) when the pattern holds a
-    value that is not plainly comparable (a tensor, a module with state)."""
-    fn = pattern.fn if type(pattern).__name__ == "WrapperModule" else pattern
-    if not isinstance(fn, types.FunctionType):
+    """Everything the exported pattern graph depends on: the code tracing runs (the function,
+    or each method of a stateless module's class: coremltools' patterns are local
+    ``nn.Module`` classes), the values their closures and defaults hold, and each example
+    input's kind (shape, dtype, stride...; not its values, which tracing does not read).
+    ``None`` (not cached) when the pattern holds a value that is not plainly comparable (a
+    tensor, a module with state or attributes of its own)."""
+    traced = _traced(pattern)
+    if traced is None:
         return None
-    if type(pattern).__name__ == "WrapperModule" and (
-        pattern._parameters or pattern._buffers or pattern._modules
-    ):
-        return None
-    held = [cell.cell_contents for cell in fn.__closure__ or ()]
-    held += list(fn.__defaults__ or ()) + sorted((fn.__kwdefaults__ or {}).items())
+    functions, held = traced
+    for fn in functions:
+        held += [cell.cell_contents for cell in fn.__closure__ or ()]
+        held += list(fn.__defaults__ or ()) + sorted((fn.__kwdefaults__ or {}).items())
     if not all(_plain(value) for value in held):
         return None
     inputs = tuple(_input_key(value) for value in example_inputs)
     named = tuple(sorted((name, _input_key(value)) for name, value in kwargs.items()))
     if any(part is None for part in inputs) or any(part is None for _, part in named):
         return None
-    return (fn.__code__, fn.__module__, tuple(map(_held_key, held)), inputs, named, is_cuda)
+    code = tuple((fn.__qualname__, fn.__code__, fn.__module__) for fn in functions)
+    training = getattr(pattern, "training", None)
+    return (code, training, tuple(map(_held_key, held)), inputs, named, is_cuda)
+
+
+#: What every ``nn.Module`` instance holds (``training`` and its containers, empty when it has
+#: no state); an instance with more attributes is not keyed (bar ``WrapperModule``'s ``fn``).
+_MODULE_ATTRIBUTES = frozenset(vars(torch.nn.Module()))
+
+
+def _traced(pattern: Any) -> tuple[list[types.FunctionType], list[Any]] | None:
+    """The functions tracing ``pattern`` may run, and the class constants they may read:
+    itself; a stateless ``WrapperModule``'s ``fn``; a stateless module's own methods and
+    class attributes, its bases' included (a subclass may override a helper its inherited
+    ``forward`` calls). ``None`` when there is anything else (a property, a staticmethod)."""
+    if isinstance(pattern, types.FunctionType):
+        return [pattern], []
+    if not isinstance(pattern, torch.nn.Module):
+        return None
+    own = vars(pattern)
+    if any(own[name] for name in _MODULE_ATTRIBUTES & own.keys() if name != "training"):
+        return None  # parameters, buffers, submodules or hooks
+    if type(pattern).__name__ == "WrapperModule":
+        fn = own.get("fn")
+        extra = own.keys() - _MODULE_ATTRIBUTES - {"fn"}
+        return ([fn], []) if isinstance(fn, types.FunctionType) and not extra else None
+    if own.keys() - _MODULE_ATTRIBUTES:
+        return None
+    base = set(torch.nn.Module.__mro__)
+    functions, constants = [], []
+    for cls in type(pattern).__mro__:
+        for name, value in vars(cls).items() if cls not in base else ():
+            if isinstance(value, types.FunctionType):
+                functions.append(value)
+            elif _plain(value) and not isinstance(value, types.BuiltinFunctionType):
+                constants.append((name, value))
+            elif not (name.startswith("__") and name.endswith("__")):
+                return None
+    return (functions, constants) if functions else None
 
 
 def _plain(value: Any) -> bool:
