@@ -179,6 +179,39 @@ def test_conv_bn_relu_trains_and_converts_like_fx() -> None:
     assert result.pt2e.quantize_ops == 4
 
 
+class _DropoutHead(torch.nn.Module):
+    """conv -> relu -> dropout -> linear: training-mode passes draw dropout masks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.drop = torch.nn.Conv2d(3, 4, 3), torch.nn.Dropout(0.5)
+        self.fc = torch.nn.Linear(4 * 6 * 6, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.flatten(self.drop(torch.relu(self.conv(x))), 1))
+
+
+def test_training_passes_draw_the_same_dropout_masks_whatever_ran_before() -> None:
+    """Two QAT runs compared must see the same masks: torchao's conv-bn rewrite draws random
+    example inputs during prepare, a spec's quantizer does not. The passes start from one
+    seed, and leave the caller's generator as it was."""
+    from backend_spec.check.run import forward_passes
+    from backend_spec.pt2e.flows import calibration
+
+    torch.manual_seed(0)
+    model, inputs = _DropoutHead(), (torch.randn(2, 3, 8, 8),)
+    batches = calibration(inputs)
+    made = backend_spec.quantizer(SPECS / "x86.yaml", qat=True)
+    first = qat.run_pt2e_qat(TableQuantizer(made.table), model, inputs, batches)
+    torch.randn(7)  # what another quantizer's prepare might draw
+    second = qat.run_pt2e_qat(TableQuantizer(made.table), model, inputs, batches)
+    assert first.qparams == second.qparams and torch.equal(first.output, second.output)
+    assert first.qparams  # observed: a vacuous comparison would pass too
+    state = torch.random.get_rng_state()
+    forward_passes(model.train(), batches)
+    assert torch.equal(torch.random.get_rng_state(), state)
+
+
 @pytest.mark.parametrize(
     ("layers", "unfolded"),
     [

@@ -61,6 +61,22 @@ def calibration(example_inputs: tuple, batches: int = CALIBRATION_BATCHES) -> li
     return [example_inputs] + [tuple(like(t) for t in example_inputs) for _ in range(batches - 1)]
 
 
+#: The seed of :func:`forward_passes`.
+PASS_SEED = 0
+
+
+def forward_passes(prepared: Any, batches: list[tuple]) -> None:
+    """``prepared`` on each batch, from one seed of torch's CPU generator (saved and restored
+    around them). In training mode dropout draws its masks there, and two runs compared (FX
+    against pt2e, a spec's quantizer against its original) must draw the same masks whatever
+    their prepare drew before: torchao's conv-bn rewrite draws example inputs, a spec's
+    quantizer does not."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(PASS_SEED)
+        for batch in batches:
+            prepared(*batch)
+
+
 @dataclass
 class FxRun:
     """One model through the FX pipeline: the row of the report, and the reference model with

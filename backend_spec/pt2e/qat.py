@@ -115,6 +115,7 @@ def run_fx_qat(
     runs the weight fake-quantize once more on the BN-folded weight (torch issue 73941), which
     pt2e's convert does not: the weight scale would change after training."""
     from backend_spec.analysis.qconfigs import qconfig_mapping
+    from backend_spec.check.run import forward_passes
     from backend_spec.pt2e import flows
 
     with quiet():
@@ -128,8 +129,7 @@ def run_fx_qat(
             example_inputs,
             backend_config=backend_config,
         )
-        for batch in batches:
-            prepared(*batch)
+        forward_passes(prepared, batches)  # seeded: dropout draws as in pt2e
         prepared.apply(disable_observer)  # frozen, else convert re-observes folded weights
         converted = convert_to_reference_fx(prepared.eval(), backend_config=backend_config)
         output = converted(*example_inputs)
@@ -148,14 +148,14 @@ def run_pt2e_qat(
     from torchao.quantization.pt2e.fake_quantize import disable_observer
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_qat_pt2e
 
+    from backend_spec.check.run import forward_passes
     from backend_spec.pt2e import flows
     from backend_spec.pt2e.reuse import reused_patterns
 
     with quiet(), torch.no_grad(), reused_patterns():
         exported = torch.export.export(copy.deepcopy(model).train(), example_inputs).module()
         prepared = prepare_qat_pt2e(exported, quantizer)
-        for batch in batches:
-            prepared(*batch)
+        forward_passes(prepared, batches)
         prepared.apply(disable_observer)
         move_exported_model_to_eval(prepared)
         converted = convert_pt2e(prepared)

@@ -73,6 +73,7 @@ def run(
         prepare_qat_pt2e,
     )
 
+    from backend_spec.check.run import forward_passes
     from backend_spec.pt2e.compare import placement
     from backend_spec.pt2e.flows import calibration
     from backend_spec.pt2e.reuse import reused_patterns
@@ -87,8 +88,7 @@ def run(
             prepared_ok = True
             if converted is not None:
                 _keep_branches(prepared, converted)
-            for batch in calibration(inputs, BATCHES):
-                prepared(*batch)
+            forward_passes(prepared, calibration(inputs, BATCHES))  # dropout: one seed
             if qat:
                 move_exported_model_to_eval(prepared)
             quantized = convert_pt2e(prepared, fold_quantize=False)
