@@ -64,6 +64,44 @@ def test_a_helper_without_its_conv_leaves_the_graph_as_torchao_leaves_it():
     assert stood_in == plain
 
 
+def test_a_fold_without_its_conv_leaves_the_graph_as_torchao_leaves_it():
+    """convert's conv-bn fold on a prepared conv2d-bn graph, for conv1d: the stand-ins skip
+    the rewrites, and the graph is torchao's."""
+    from torchao.quantization.pt2e.quantize_pt2e import prepare_qat_pt2e
+    from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
+        X86InductorQuantizer,
+        get_default_x86_inductor_quantization_config,
+    )
+
+    def prepared() -> torch.fx.GraphModule:
+        quantizer = X86InductorQuantizer().set_global(
+            get_default_x86_inductor_quantization_config(is_qat=True)
+        )
+        return prepare_qat_pt2e(_conv_bn_graph(), quantizer)
+
+    inputs = (torch.randn(1, 1, 3), torch.randn(1, 1, 1), *(torch.randn(1) for _ in range(4)))
+    plain = qat_utils._fold_conv_bn_qat_helper(prepared(), F.conv1d, inputs, is_cuda=False)
+    with reuse.reused_patterns():
+        stood_in = qat_utils._fold_conv_bn_qat_helper(prepared(), F.conv1d, inputs, is_cuda=False)
+    assert stood_in.code == plain.code
+
+
+def test_a_rewrite_of_a_stand_in_does_nothing_and_others_run_as_before():
+    from torch.fx import subgraph_rewriter
+
+    graph = _conv_bn_graph()
+    before = graph.code
+    original = subgraph_rewriter.replace_pattern_with_filters
+    with reuse.reused_patterns():
+        rewrite = qat_utils.replace_pattern_with_filters
+        assert rewrite is not original
+        assert rewrite(graph, reuse._stand_in(F.conv1d), reuse._stand_in(F.conv1d)) == []
+        assert graph.code == before
+        pattern = torch.fx.symbolic_trace(lambda x: torch.relu(x))
+        assert rewrite(graph, pattern, pattern) == []  # a real pattern: torch's own run
+    assert qat_utils.replace_pattern_with_filters is original
+
+
 def test_observer_names_are_the_ones_torch_picks():
     from torch.ao.quantization.fx.utils import get_new_attr_name_with_prefix
 

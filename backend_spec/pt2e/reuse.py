@@ -17,7 +17,8 @@ on its large probe suite, and none depends on the model or the quantizer:
   (conv1d, conv2d, their transposes) whatever the graph holds. Inside a conv-bn helper
   whose graph has no node of that conv (nor a generic ``convolution``), no pattern of it can
   match, so :func:`reused_patterns` hands it a one-node stand-in of that absent conv op
-  instead of exporting it: the helper does what it would have done with no match.
+  instead of exporting it, and the rewrite returns at once for a stand-in: the helper does
+  what it would have done with no match.
 * **Observer names.** ``_insert_obs_or_fq`` names each new observer
   ``activation_post_process_N`` with the lowest free ``N``, found by ``hasattr`` from 0 up:
   quadratic in the number of observers, seconds on the suite. :func:`reused_patterns` swaps
@@ -216,7 +217,27 @@ def _stand_in(conv_fn: Any) -> Any:
     graph = torch.fx.Graph()
     x = graph.placeholder("x")
     graph.output(graph.call_function(getattr(packet, packet.overloads()[0]), (x,)))
-    return torch.fx.GraphModule(torch.nn.Module(), graph)
+    made = torch.fx.GraphModule(torch.nn.Module(), graph)
+    setattr(made, _STAND_IN, True)
+    return made
+
+
+#: The attribute that marks a :func:`_stand_in` graph.
+_STAND_IN = "_bespec_stand_in"
+
+
+def _skipping_stand_ins(replace: Callable[..., Any]) -> Callable[..., Any]:
+    """torch's ``replace_pattern_with_filters``, returning at once for a :func:`_stand_in`
+    pattern: it matches nothing, so torch would only regenerate the graph's code, which the
+    conv-bn helpers do themselves after each call (a fraction of a second each on the
+    suite, a hundred times an export)."""
+
+    def replace_pattern_with_filters(gm: Any, pattern: Any, *args: Any, **kwargs: Any) -> Any:
+        if getattr(pattern, _STAND_IN, False):
+            return []
+        return replace(gm, pattern, *args, **kwargs)
+
+    return replace_pattern_with_filters
 
 
 def _module(name: str) -> types.ModuleType | None:
@@ -390,4 +411,5 @@ _REBOUND: tuple[tuple[tuple[str, ...], str, Callable[[Any], Any]], ...] = (
         "find_sequential_partitions",
         sequential_partitions,
     ),
+    (("torch.fx.subgraph_rewriter",), "replace_pattern_with_filters", _skipping_stand_ins),
 )
