@@ -644,11 +644,11 @@ def test_inference_of_a_derived_bias(label, bias, policy, gap):
 DELEGATE_REFUSALS = {
     "qnn": "QnnQuantizer observes its int32 bias on its own (MinMaxObserver), quantizes "
     "layer_norm's weight and leaky_relu's slope, and shares cat/chunk groups the spec splits",
-    "samsung": "EnnQuantizer (9 ops left after spec_version 5) fuses conv/linear + hardtanh "
-    "only when min_val == 0 (no argument condition), stops sharing add after add or dropout, "
-    "observes layer_norm's and group_norm's weights, and observes sigmoid's input after a "
-    "float op with the activation qspec while its fixed-qparams output (a plain "
-    "QuantizationSpec) joins a mul's group",
+    "samsung": "EnnQuantizer (8 ops left): observes embedding's weight with the activation "
+    "qspec, adds a tensor but not a scalar, stops sharing add after add or dropout, observes "
+    "layer_norm's and group_norm's weights, and observes sigmoid's input after a float op with "
+    "the activation qspec while its fixed-qparams output (a plain QuantizationSpec) joins a "
+    "mul's group",
     "arm_tosa": "TOSAQuantizer decomposes ops in transform_for_annotation, which a spec "
     "cannot do (its derived int32 bias is bias_qspec: derived_narrow)",
     "cortex_m": "CortexMQuantizer fails on the cat model by itself and annotates beyond what "

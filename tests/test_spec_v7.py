@@ -275,6 +275,78 @@ def test_export_infers_when_from_chains_of_one_aten_chain_annotated_apart():
     assert dict(entry.policy)["when"] == (("min_val", 0.0), ("max_val", 6.0))
 
 
+LINEAR, CONV, ELU = "aten.linear.default", "aten.conv2d.default", "aten.elu.default"
+SHARED = {"kind": "shared", "with": "producer:0"}
+
+
+def _weighted(target, output):
+    """Probe data of a Linear or conv: input and weight observed, ``output`` on its output."""
+    inputs = {"0": ACT_QSPEC, "1": ACT_QSPEC}
+    kinds = {"0": "act", "1": "param"}
+    op = {"target": target, "inputs": inputs, "kinds": kinds, "output": output, "args": {}}
+    return {**op, "annotated": True}
+
+
+def _elu(inputs, output):
+    op = {"target": ELU, "inputs": inputs, "kinds": {"0": "act"}, "output": output, "args": {}}
+    return {**op, "annotated": output is not None}
+
+
+FUSED_AFTER_LINEAR = ([_weighted(LINEAR, None)], [_elu({"0": None}, ACT_QSPEC)])
+CHAIN_NAMES = {
+    "nn.Linear>nn.ELU": ("nn.Linear", "nn.ELU"),
+    "nn.Conv2d>nn.ELU": ("nn.Conv2d", "nn.ELU"),
+}
+PRODUCER_FUSION_CASES = [
+    # (elu after a Linear: (producers, ops); the chains probed alone: key -> ops; the patterns
+    #  the spec writes)
+    ("fused after a linear", FUSED_AFTER_LINEAR, {}, {"[F.linear, F.elu]", "F.elu"}),
+    (
+        "its producer's qspec propagated",
+        ([_weighted(LINEAR, ACT_QSPEC)], [_elu({"0": SHARED}, SHARED)]),
+        {},
+        {"F.elu"},
+    ),
+    (
+        "a probed chain of the same ops decides",
+        FUSED_AFTER_LINEAR,
+        {"nn.Linear>nn.ELU": [_weighted(LINEAR, ACT_QSPEC), _elu({"0": None}, None)]},
+        set(),
+    ),
+    (
+        "float after a conv: no entry of its own",
+        FUSED_AFTER_LINEAR,
+        {"nn.Conv2d>nn.ELU": [_weighted(CONV, ACT_QSPEC), _elu({"0": None}, None)]},
+        {"[F.linear, F.elu]"},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("label", "pre", "chains", "patterns"),
+    PRODUCER_FUSION_CASES,
+    ids=[case[0] for case in PRODUCER_FUSION_CASES],
+)
+def test_a_fusion_seen_only_after_a_producer_is_inferred_from_that_probe(
+    label, pre, chains, patterns
+):
+    """An op the quantizer annotates only after a Linear, as one pattern with it (Core ML's
+    linear + elu, EnnQuantizer's linear + F.relu6): a fusion entry from the ``pre`` probe,
+    unless a probed chain of the same ATen ops says otherwise; and no entry of the op's own
+    where a probed chain leaves it float after another quantized producer."""
+    from backend_spec.export.quantizer.infer import infer
+
+    producers, ops = pre
+    alone = {key: {"ops": chain, "pre": [], "post": []} for key, chain in chains.items()}
+    alone[ELU] = {"ops": [_elu({"0": None}, None)], "pre": [], "post": []}
+    alone[LINEAR] = {"ops": [_weighted(LINEAR, ACT_QSPEC)], "pre": [], "post": []}
+    probed = {"alone": alone, "pre": {ELU: {"ops": ops, "pre": producers, "post": []}}}
+    names = {ELU: ("F.elu",), LINEAR: ("F.linear",), **{k: CHAIN_NAMES[k] for k in chains}}
+    text = backend_spec.dump(infer(probed, names, "t").backend_config, format="yaml")
+    written = {line.split("pattern: ")[1] for line in text.splitlines() if "pattern: " in line}
+    assert written - {"F.linear"} == patterns
+
+
 # --- slow: one CLI export per fixture --------------------------------------------------------
 
 
@@ -285,6 +357,7 @@ def test_export_infers_when_from_chains_of_one_aten_chain_annotated_apart():
         ("litert_like", "input_observer: upstream_only"),
         ("coreml_like", "input_observer: upstream_only"),
         ("enn_like", "when: {min_val: 0.0"),
+        ("fused_tails_like", "pattern: [F.linear, F.hardswish]"),
     ],
 )
 def test_bespec_export_of_the_vendor_style_quantizers_exports_and_verifies(

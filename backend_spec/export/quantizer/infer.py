@@ -127,6 +127,7 @@ def infer(
     they made are probed as units of their own; ``orders``: the order probes' results,
     :func:`.probe.orders`, placing ops in annotation stages). Both are keyword-only: a list of
     orders passed in ``rewritten``'s place would be truthy and place nothing."""
+    probed, unit_names = _producer_fusions(probed, unit_names)
     builder = _Builder(name, _common_activation(probed))
     builder.rewritten = rewritten
     builder.unit_keys = {key for key in unit_names if "@" not in key}
@@ -297,6 +298,10 @@ class _Builder:
                 self.introduced(ops)
                 continue
             if context != "alone" and _fused_with_producer(probed, spelled[chosen], context):
+                if _float_after_producer(probed, op["target"]):
+                    # A probed chain shows it float after another quantized producer: the
+                    # fusion with the probe's producer (_producer_fusions) says it all.
+                    continue
                 # The producer's pattern took the op in (linear + relu): after any other
                 # quantized producer the quantizer propagates the producer's qspec.
                 shared = {"kind": "shared", "with": "producer:0"}
@@ -1031,6 +1036,61 @@ def _fused_with_producer(probed: dict[str, Any], key: str, context: str) -> bool
         and ops[-1]["output"] is not None
         and all(p["output"] is None for p in producers)
     )
+
+
+def _float_after_producer(probed: dict[str, Any], target: str) -> bool:
+    """Whether a probed chain ends in ``target`` left float after an op whose output the
+    quantizer observed (conv + hardswish where the quantizer fuses only linear + hardswish)."""
+    return any(
+        len(ops) > 1
+        and ops[-1]["target"] == target
+        and ops[-2]["output"] is not None
+        and not annotated(ops[-1:])
+        for ops in (unit.get("ops", []) for unit in (probed.get("alone") or {}).values())
+    )
+
+
+#: The ATen op of a ``pre`` probe's producer (a Linear; a conv in the neighbour probes) -> the
+#: spec name a fusion learned from that probe starts with.
+_PRODUCER_NAMES = {
+    "aten.linear.default": "nn.Linear",
+    "aten.conv2d.default": "nn.Conv2d",
+    "aten.conv1d.default": "nn.Conv1d",
+}
+
+
+def _producer_fusions(
+    probed: dict[str, Any], unit_names: dict[str, tuple[str, ...]]
+) -> tuple[dict[str, Any], dict[str, tuple[str, ...]]]:
+    """``probed`` and ``unit_names`` with a fusion unit ``PRODUCER>OP`` for each one-input op
+    that the quantizer annotates as one pattern with the quantized producer of its ``pre``
+    probe (:func:`_fused_with_producer`: Core ML's linear + elu, EnnQuantizer's linear + F.relu6)
+    where no probed chain has those ATen ops: its ``alone`` probe is the ``pre`` one, producer
+    included. Without it the op's own entry would share the producer's observer, which the
+    quantizer leaves out."""
+    alone = probed.get("alone") or {}
+    known = {
+        tuple(o["target"] for o in alone.get(key, {}).get("ops", []))
+        for key, names in unit_names.items()
+        if len(names) > 1
+    }
+    found: dict[str, Any] = {}
+    names_of: dict[str, tuple[str, ...]] = {}
+    for key, names in unit_names.items():
+        unit = (probed.get("pre") or {}).get(key, {})
+        producers = unit.get("pre", [])
+        if "@" in key or len(names) != 1 or len(producers) != 1:
+            continue
+        first = _PRODUCER_NAMES.get(producers[0]["target"])
+        targets = tuple(o["target"] for o in [*producers, *unit["ops"]])
+        if first is None or targets in known or not _fused_with_producer(probed, key, "pre"):
+            continue
+        chain = f"{first}>{names[0]}"
+        found[chain] = {"ops": [*producers, *unit["ops"]], "pre": [], "post": []}
+        names_of[chain] = (first, names[0])
+    if not found:
+        return probed, unit_names
+    return {**probed, "alone": {**alone, **found}}, {**unit_names, **names_of}
 
 
 def _variant_policy(probed: dict[str, Any], key: str) -> dict[str, str]:
