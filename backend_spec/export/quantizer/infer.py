@@ -27,6 +27,7 @@ from backend_spec.export.quantizer.probe import (
     FAKE_QUANT_CLASSES,
     LINEAR_CHAINS,
     OVER_CONV,
+    PRODUCER_NAMES,
     functional_chain,
     functional_name,
     functional_tail,
@@ -1050,15 +1051,6 @@ def _float_after_producer(probed: dict[str, Any], target: str) -> bool:
     )
 
 
-#: The ATen op of a ``pre`` probe's producer (a Linear; a conv in the neighbour probes) -> the
-#: spec name a fusion learned from that probe starts with.
-_PRODUCER_NAMES = {
-    "aten.linear.default": "nn.Linear",
-    "aten.conv2d.default": "nn.Conv2d",
-    "aten.conv1d.default": "nn.Conv1d",
-}
-
-
 def _producer_fusions(
     probed: dict[str, Any], unit_names: dict[str, tuple[str, ...]]
 ) -> tuple[dict[str, Any], dict[str, tuple[str, ...]]]:
@@ -1081,7 +1073,7 @@ def _producer_fusions(
         producers = unit.get("pre", [])
         if "@" in key or len(names) != 1 or len(producers) != 1:
             continue
-        first = _PRODUCER_NAMES.get(producers[0]["target"])
+        first = PRODUCER_NAMES.get(producers[0]["target"])
         targets = tuple(o["target"] for o in [*producers, *unit["ops"]])
         if first is None or targets in known or not _fused_with_producer(probed, key, "pre"):
             continue

@@ -263,6 +263,15 @@ class ConvProbe(Probe):
             self.post = _conv(output) if output.dim() in (3, 4) else _linear(_width(output))
 
 
+#: The ATen op of each producer the probes put before a unit (:func:`_linear`, :func:`_conv`)
+#: -> its spec name (a fusion :mod:`.infer` learns from a ``pre`` probe starts with it).
+PRODUCER_NAMES = {
+    "aten.linear.default": "nn.Linear",
+    "aten.conv2d.default": "nn.Conv2d",
+    "aten.conv1d.default": "nn.Conv1d",
+}
+
+
 def _conv(tensor: Any) -> nn.Module:
     """A 1x1 convolution keeping ``tensor``'s shape (Identity for a non-float tensor)."""
     if not _width(tensor):
