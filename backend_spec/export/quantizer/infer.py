@@ -1066,19 +1066,22 @@ def _producer_fusions(
         for key, names in unit_names.items()
         if len(names) > 1
     }
+    pre = probed.get("pre") or {}
     found: dict[str, Any] = {}
     names_of: dict[str, tuple[str, ...]] = {}
     for key, names in unit_names.items():
-        unit = (probed.get("pre") or {}).get(key, {})
+        unit = pre.get(key, {})
         producers = unit.get("pre", [])
         if "@" in key or len(names) != 1 or len(producers) != 1:
             continue
         first = PRODUCER_NAMES.get(producers[0]["target"])
-        targets = tuple(o["target"] for o in [*producers, *unit["ops"]])
-        if first is None or targets in known or not _fused_with_producer(probed, key, "pre"):
+        ops = [*producers, *unit["ops"]]
+        if first is None or tuple(o["target"] for o in ops) in known:
+            continue
+        if not _fused_with_producer(probed, key, "pre"):
             continue
         chain = f"{first}>{names[0]}"
-        found[chain] = {"ops": [*producers, *unit["ops"]], "pre": [], "post": []}
+        found[chain] = {"ops": ops, "pre": [], "post": []}
         names_of[chain] = (first, names[0])
     if not found:
         return probed, unit_names
