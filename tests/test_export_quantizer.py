@@ -645,8 +645,8 @@ DELEGATE_REFUSALS = {
     "qnn": "QnnQuantizer observes its int32 bias on its own (MinMaxObserver), quantizes "
     "layer_norm's weight and leaky_relu's slope, and shares cat/chunk groups the spec splits",
     "samsung": "EnnQuantizer (8 ops left): observes embedding's weight with the activation "
-    "qspec, adds a tensor but not a scalar, stops sharing add after add or dropout, observes "
-    "layer_norm's and group_norm's weights, and observes sigmoid's input after a float op with "
+    "qspec, stops sharing add after add or dropout, observes layer_norm's and group_norm's "
+    "weights, and observes sigmoid's input after a float op with "
     "the activation qspec while its fixed-qparams output (a plain QuantizationSpec) joins a "
     "mul's group",
     "arm_tosa": "TOSAQuantizer decomposes ops in transform_for_annotation, which a spec "

@@ -347,6 +347,49 @@ def test_a_fusion_seen_only_after_a_producer_is_inferred_from_that_probe(
     assert written - {"F.linear"} == patterns
 
 
+ADD = "aten.add.Tensor"
+
+
+def _add(annotated: bool) -> dict:
+    inputs = {"0": ACT_QSPEC, "1": ACT_QSPEC} if annotated else {}
+    output = ACT_QSPEC if annotated else None
+    return {"target": ADD, "inputs": inputs, "kinds": {"0": "act"}, "output": output, "args": {}}
+
+
+SCALAR_CASES = [
+    # (add probed: with two tensors, with a broadcast, with a number; the keys written)
+    (
+        "a number left float",
+        (True, True, False),
+        {"num_tensor_args_to_observation_type": "1: input_output_not_observed"},
+    ),
+    ("broadcasts and numbers float", (True, False, False), {"input_shapes": "equal"}),
+    ("a number observed too", (True, True, True), {}),
+]
+
+
+@pytest.mark.parametrize(
+    ("label", "probes", "written"), SCALAR_CASES, ids=[case[0] for case in SCALAR_CASES]
+)
+def test_a_binary_op_left_float_with_a_number_counts_its_tensor_operands(label, probes, written):
+    """add annotated with two tensors of any shape but not with a number (EnnQuantizer's
+    ``annotate_2in1out``): FX's observation by tensor count, ``input_output_not_observed``
+    for one tensor; with broadcasts float too, ``input_shapes: equal`` says both."""
+    from backend_spec.export.quantizer.infer import infer
+
+    alone = {
+        f"{ADD}{suffix}": {"ops": [_add(flag)], "pre": [], "post": []}
+        for suffix, flag in zip(("", "#broadcast", "#scalar"), probes, strict=True)
+    }
+    inferred = infer({"alone": alone}, {ADD: ("torch.add",)}, "t")
+    assert inferred.gaps == []
+    text = backend_spec.dump(inferred.backend_config, format="yaml")
+    for key in ("num_tensor_args_to_observation_type", "input_shapes"):
+        assert (key in text) == (key in written), text
+    for key, value in written.items():
+        assert value in text.split(key, 1)[1], text
+
+
 # --- slow: one CLI export per fixture --------------------------------------------------------
 
 
@@ -358,6 +401,7 @@ def test_a_fusion_seen_only_after_a_producer_is_inferred_from_that_probe(
         ("coreml_like", "input_observer: upstream_only"),
         ("enn_like", "when: {min_val: 0.0"),
         ("fused_tails_like", "pattern: [F.linear, F.hardswish]"),
+        ("tensor_operands_like", "1: input_output_not_observed"),
     ],
 )
 def test_bespec_export_of_the_vendor_style_quantizers_exports_and_verifies(

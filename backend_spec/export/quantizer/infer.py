@@ -135,7 +135,7 @@ def infer(
     builder.stages = annotation_stages(orders or [])
     builder.graph_inputs(list(graph_inputs))
     builder.upstream = _upstream_readers(probed)
-    builder.own_with_a_scalar = _own_with_a_scalar(probed)
+    builder.with_a_scalar = _scalar_observations(probed)
     builder.dynamic_propagation = bool(_dynamic_propagation(probed))
     fusions = []
     spellings: dict[str, list[str]] = {}
@@ -186,8 +186,9 @@ class _Builder:
         self.single_output: dict[str, Any] = {}
         #: First ops whose input shares the observer of the nearest observed op upstream.
         self.upstream: set[str] = set()
-        #: Ops observed on their own (not shared with the input) when one operand is a number.
-        self.own_with_a_scalar: set[str] = set()
+        #: Binary ops observed otherwise when one operand is a number: on their own (not
+        #: shared with the input), or not at all.
+        self.with_a_scalar: dict[str, Any] = {}
         #: The dtype config every float graph input is observed with (version 5), if any.
         self.graph_inputs_config: DTypeConfig | None = None
         #: ATen op -> its ``annotation_stage`` (version 8), when the order probes need one.
@@ -634,11 +635,11 @@ class _Builder:
                 **_torch_getters(nested),
             }
             resolved = None
-        share = ObservationType.OUTPUT_SHARE_OBSERVER_WITH_INPUT
-        if observation == share and len(targets) == 1 and targets[0] in self.own_with_a_scalar:
-            # x * 0.5 observed on its own, x * y shared: FX's observation by tensor count.
-            different = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
-            values["num_tensor_args_to_observation_type"] = ((1, different), (2, share))
+        scalar = self.with_a_scalar.get(targets[0]) if len(targets) == 1 else None
+        if scalar is not None and scalar != observation:
+            # x * 0.5 observed on its own or left float, x * y as the entry says: FX's
+            # observation by tensor count.
+            values["num_tensor_args_to_observation_type"] = ((1, scalar), (2, observation))
         aten = (tuple(tuple(_alternatives(t)) for t in targets),) if any_spelling else ()
         stage = self.stages.get(targets[0], 0)
         if stage and "annotation_stage" not in policy:  # the chain's first op's (conv's)
@@ -1097,12 +1098,8 @@ def _variant_policy(probed: dict[str, Any], key: str) -> dict[str, str]:
         policy["scalars"] = "tensor"
     base = annotated(alone.get(key, {}).get("ops", []))
     broadcast = alone.get(f"{key}#broadcast", {}).get("ops", [])
-    scalar_float = f"{key}#scalar" in alone and not annotated(scalar)
     if base and not annotated(broadcast) and f"{key}#broadcast" in alone:
         policy["input_shapes"] = "equal"
-    elif base and scalar_float:
-        # Tensors of any shape but no scalars: input_shapes: equal would also drop broadcasts.
-        policy["gap"] = "it is annotated with two tensors of any shape but not with a scalar"
     return policy
 
 
@@ -1198,16 +1195,28 @@ def _shares_producer(first: dict[str, Any], position: str | None, observation: A
     return observation == share and shared == {"kind": "shared", "with": f"producer:{position}"}
 
 
-def _own_with_a_scalar(probed: dict[str, Any]) -> set[str]:
-    """Binary ops whose scalar variant (``x * 0.5``, probed alone) has an output observed with
-    a qspec of its own (the tensor form may share its input's)."""
-    found = set()
-    for key, unit in (probed.get("alone") or {}).items():
+def _scalar_observations(probed: dict[str, Any]) -> dict[str, Any]:
+    """Binary op -> how it is observed when one operand is a number (``x * 0.5``, probed
+    alone), where that may differ from its tensor form: its output observed with a qspec of its
+    own (the tensor form may share its input's), or nothing annotated while two tensors of any
+    shape are (where broadcasts are left float too, ``input_shapes: equal`` says both)."""
+    alone = probed.get("alone") or {}
+    found = {}
+    for key, unit in alone.items():
         ops = unit.get("ops", [])
-        if key.endswith("#scalar") and len(ops) == 1:
-            output = ops[0]["output"]
-            if output is not None and output.get("kind") == "observed":
-                found.add(ops[0]["target"])
+        if not key.endswith("#scalar") or len(ops) != 1:
+            continue
+        base = key.removesuffix("#scalar")
+        output = ops[0]["output"]
+        broadcast = alone.get(f"{base}#broadcast")
+        if output is not None and output.get("kind") == "observed":
+            found[ops[0]["target"]] = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
+        elif (
+            not annotated(ops)
+            and annotated(alone.get(base, {}).get("ops", []))
+            and (broadcast is None or annotated(broadcast.get("ops", [])))
+        ):
+            found[ops[0]["target"]] = ObservationType.INPUT_OUTPUT_NOT_OBSERVED
     return found
 
 
