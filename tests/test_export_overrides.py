@@ -205,6 +205,47 @@ def test_a_chain_fused_only_when_called_as_functions_gets_an_entry_of_that_spell
     }
 
 
+def test_a_called_chain_left_float_where_its_first_op_alone_is_quantized_gets_a_float_entry():
+    """XNNPACK with a dynamic global config and a static ``set_module_type(nn.Conv2d, ...)``:
+    nn.Conv2d + nn.ReLU fused statically, F.conv2d quantized dynamically alone but left float
+    before a relu (its ``_do_annotate_conv``). The called chain gets float entries of its own
+    spelling, which claim the conv before F.conv2d's dynamic entry; the module chain keeps its
+    fused one."""
+    dynamic = {**INT8, "is_dynamic": True, "observer": "PlaceholderObserver"}
+    called_conv = {**_conv(True), "inputs": {"0": dynamic, "1": WEIGHT}}
+    probed = {
+        "alone": {
+            "aten.conv2d.default": _unit([{**_conv(True), "output": INT8}]),
+            "aten.conv2d.default@F.conv2d": _unit([called_conv]),
+            "aten.relu.default": _unit([_op("aten.relu.default")]),
+            CONV_RELU: _unit([_conv(True), _op("aten.relu.default", output=INT8)]),
+            CALLED: _unit([_conv(False), _op("aten.relu.default")]),
+        }
+    }
+    names = {
+        "aten.conv2d.default": ("nn.Conv2d",),
+        "aten.conv2d.default@F.conv2d": ("F.conv2d",),
+        "aten.relu.default": ("nn.ReLU",),
+        CONV_RELU: ("nn.Conv2d", "nn.ReLU"),
+        CALLED: ("F.conv2d", "F.relu"),
+    }
+    entries = backend_of(infer(probed, names, "t").backend_config).entries
+    functional, torch = probe.torch.nn.functional, probe.torch
+    chains = {e.get("pattern"): e for e in entries if isinstance(e.get("pattern"), tuple)}
+    called = [e for p, e in chains.items() if p[0] is functional.conv2d]
+    assert called and not any(e.aten for e in called)
+    assert {getattr(p[1], "__name__", p[1]) for p in chains if p[0] is functional.conv2d} >= {
+        "relu",
+        "ReLU",
+    }
+    for entry in called:
+        (config,) = entry.dtype_configs
+        assert config.mapping("input_dtype").dtype == torch.float
+    modules = [e for p, e in chains.items() if p[0] is torch.nn.Conv2d]
+    assert modules
+    assert all(e.dtype_configs[0].mapping("input_dtype").dtype != torch.float for e in modules)
+
+
 # --- slow: one CLI export per config --------------------------------------------------------
 
 #: factory -> (needs executorch, text the spec must have).

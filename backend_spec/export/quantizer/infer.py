@@ -405,8 +405,8 @@ class _Builder:
             return
         context, ops = _first_annotated(probed, key)
         if context is None:
-            if "@" not in key:  # a spelling left float: the single-op entries say it
-                self.float_chain(key, names, probed, claimed=linear_chain)
+            if "@" not in key or exact:  # else a spelling left float: single-op entries say it
+                self.float_chain(key, names, probed, claimed=linear_chain, exact=exact)
             return
         if len(ops) < 2:
             return
@@ -473,30 +473,48 @@ class _Builder:
         return tuple(found.items())
 
     def float_chain(
-        self, key: str, names: tuple[str, ...], probed: dict[str, Any], claimed: bool = False
+        self,
+        key: str,
+        names: tuple[str, ...],
+        probed: dict[str, Any],
+        claimed: bool = False,
+        exact: bool = False,
     ) -> None:
         """A chain left float although its first op alone is quantized (dynamic XNNPACK skips a
         conv whose only user is a relu): a float entry for the chain, which claims its ops
         (longest chain first) so that the first op's own entry does not quantize them. With
         ``claimed`` (a Linear chain that outranks conv + add), a chain the quantizer marks
         annotated without a qspec (X86 under ``set_module_type_qconfig(nn.Linear, None)``):
-        its float entry comes before conv + add and links through any argument."""
-        ops = (probed.get("alone") or {}).get(key, {}).get("ops", [])
+        its float entry comes before conv + add and links through any argument. With
+        ``exact``, the chain as its first op is written here (``F.conv2d`` under a dynamic
+        global config, its module under a static per-type one), each spelling of the rest."""
+        every = probed.get("alone") or {}
+        ops = every.get(key, {}).get("ops", [])
         if len(ops) < 2 or len(ops) != len(names):
             return
-        alone = (probed.get("alone") or {}).get(ops[0]["target"], {}).get("ops", [])
+        first = f"{ops[0]['target']}@{names[0]}"
+        alone = every.get(first if exact and first in every else ops[0]["target"], {})
+        alone = alone.get("ops", [])
         if claimed and not all(o.get("annotated") for o in ops):
             return
         if not claimed and not annotated(alone):
             return
         targets = [o["target"] for o in ops]
+        floating = _dtype_config(_FLOAT, _FLOAT, DTypeMapping(), None)
+        observation = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
+        policy = {"chain_input": "any"} if claimed else {}
+        if exact:
+            for tail in _tail_spellings(list(names[1:])):
+                chain = [names[0], *tail]
+                label = f"{'>'.join(targets)}@{'>'.join(chain)}"
+                if label not in self.seen_chains:
+                    self.seen_chains.add(label)
+                    self.entry(label, targets, chain, floating, observation, policy, False, claimed)
+            return
         chain_key = ">".join(targets)
         if chain_key in self.seen_chains:
             return
         self.seen_chains.add(chain_key)
-        floating = _dtype_config(_FLOAT, _FLOAT, DTypeMapping(), None)
-        observation = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
-        policy = {"chain_input": "any"} if claimed else {}
         self.entry(chain_key, targets, list(names), floating, observation, policy, True, claimed)
 
     # --- one entry ----------------------------------------------------------------------------
