@@ -130,6 +130,42 @@ def test_xnnpack_with_linear_left_float_exports_and_matches_unseen_models(tmp_pa
     assert differences(out, _fixture("xnnpack_float_linear"), models) == []
 
 
+def test_the_cat_neighbour_suite_puts_a_cat_of_one_tensor_around_any_rank():
+    """Where the quantizer quantizes neither Linear nor conv but cat: a cat of the tensor
+    alone (its shape kept) before the unit and after it, for units of any rank."""
+    keys = {"aten.slice.Tensor", "aten.flatten.using_ints", "aten.max_pool2d.default"}
+    parts = probe.neighbour_parts(keys, "cat")
+    assert {b.unit for b in parts.branches} == keys
+    assert all(b.label.startswith("cat:") for b in parts.branches)
+    suite = probe.export_suite(parts).module(check_guards=False)
+    cats = [n for n in suite.graph.nodes if n.target == torch.ops.aten.cat.default]
+    assert cats and all(len(n.args[0]) == 1 for n in cats)
+    for node in cats:
+        assert node.meta["val"].shape == node.args[0][0].meta["val"].shape
+
+
+@pytest.mark.slow
+@needs_executorch
+def test_xnnpack_quantizing_only_cat_exports_with_what_propagates_after_it(tmp_path):
+    """XNNPACK with only set_module_type(nn.Conv2d, ...): cat is the one op it quantizes, and
+    slice, pools and flatten after a cat share its observer. Only the cat probes show that
+    (without them the export was refused on elu, slice, adaptive_avg_pool2d, flatten and
+    linear); the spec then matches the original on models the export never saw."""
+    done, out = export(tmp_path, f"{FIXTURES / 'neighbours.py'}:xnnpack_conv_type_only")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "verified:" in done.stderr
+    text = out.read_text()
+    pool = text.index("  - pattern: F.adaptive_avg_pool2d\n")
+    assert "quantize: if_input_quantized" in text[pool:].split("\n\n")[0]
+    models = [m for m in _fixture_models() if m[0] in ("chunk_split", "pool_head", "decoder")]
+    models += named_models("cat_groups", "x86_net")
+    assert differences(out, _fixture("xnnpack_conv_type_only"), models) == []
+
+
+def _fixture_models():
+    return fixture("unseen2").UNSEEN2
+
+
 # --- dynamic propagation --------------------------------------------------------------------
 
 DYNAMIC = {**ACT, "observer": "PlaceholderObserver", "is_dynamic": True}

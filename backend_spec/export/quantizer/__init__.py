@@ -248,20 +248,24 @@ class _Flow:
         self.neighbours = [n for n in (self.probe_neighbours(), self.probe_consumers()) if n]
 
     def probe_neighbours(self) -> _Neighbours | None:
-        """The ops the Linear probes left undetermined, probed again with convolutions as
-        neighbours (their results replace the Linear probes'), when the quantizer does not
-        quantize Linear statically but does conv; and, when it annotates Linear unlike conv,
-        the Linear chains of :func:`.probe.override_parts`. ``None`` when neither applies
-        (the default configs of XNNPACK and X86: their export runs the main suite only)."""
+        """The ops the Linear probes left undetermined, probed again with other neighbours
+        (their results replace the Linear probes'), when the quantizer does not quantize
+        Linear statically: convolutions where it quantizes conv, else a cat of one tensor
+        where it quantizes cat; and, when it annotates Linear unlike conv, the Linear chains
+        of :func:`.probe.override_parts`. ``None`` when none applies (the default configs of
+        XNNPACK and X86: their export runs the main suite only)."""
         from backend_spec.export.quantizer import probe
 
-        if not _static(self.probed, "aten.conv2d.default"):
+        conv = _static(self.probed, "aten.conv2d.default")
+        linear = _static(self.probed, "aten.linear.default")
+        cat = not (conv or linear) and _static(self.probed, "aten.cat.default", "0.0")
+        if not (conv or cat):
             return None
         keys = _undetermined(self.probed)
         parts = probe.SuiteParts()
-        if keys and not _static(self.probed, "aten.linear.default"):
-            parts = probe.neighbour_parts(keys)
-        if _overridden(self.probed):
+        if keys and not linear:
+            parts = probe.neighbour_parts(keys, "conv" if conv else "cat")
+        if conv and _overridden(self.probed):
             # Linear annotated unlike conv (a per-type config): which of its chains the
             # quantizer annotates, and whether they claim an add before conv + add does.
             probe.override_parts(parts, self.unit_names)
@@ -471,11 +475,11 @@ class _Neighbours:
     original: Any
 
 
-def _static(probed: dict[str, Any], key: str) -> bool:
+def _static(probed: dict[str, Any], key: str, position: str = "0") -> bool:
     """Whether the quantizer quantizes the op of ``key`` alone statically (an observed,
-    non-dynamic qspec on its first input)."""
+    non-dynamic qspec on its first input: ``position``, ``0.0`` for cat's list)."""
     ops = (probed.get("alone") or {}).get(key, {}).get("ops", [])
-    qspec = ops[0]["inputs"].get("0") if ops else None
+    qspec = ops[0]["inputs"].get(position) if ops else None
     return bool(qspec) and qspec.get("kind") == "observed" and not qspec.get("is_dynamic")
 
 

@@ -244,15 +244,21 @@ class Probe(nn.Module):
         return self.post(self.op(*values))
 
 
-class ConvProbe(Probe):
-    """A probe whose quantized neighbours are 1x1 convolutions (``Conv2d`` on 4-D tensors,
-    ``Conv1d`` on 3-D ones) instead of Linears: for quantizers that leave Linear float or
-    dynamic (:func:`neighbour_parts`). A consumer of an output of another rank is a Linear."""
+class NeighbourProbe(Probe):
+    """A probe whose quantized neighbours are not Linears, for quantizers that leave Linear
+    float or dynamic (:func:`neighbour_parts`): 1x1 convolutions (``Conv2d`` on 4-D tensors,
+    ``Conv1d`` on 3-D ones; a consumer of an output of another rank is a Linear), or, where
+    the quantizer quantizes no conv either, a ``cat`` of one tensor (XNNPACK under a per-type
+    config its conv annotator never matches: only cat is quantized, and what propagates after
+    it shows only after it)."""
 
-    def __init__(self, model: nn.Module, inputs: tuple, output: Any, context: str) -> None:
+    def __init__(
+        self, model: nn.Module, inputs: tuple, output: Any, context: str, neighbour: str
+    ) -> None:
         super().__init__(model, [], 0, "alone")
+        made_by = _conv if neighbour == "conv" else _cat_of_one
         count = {"pre": len(inputs), "pre_post": len(inputs), "mixed": 1, "gap": len(inputs)}
-        made = [_conv(t) for t in inputs[: count.get(context, 0)]]
+        made = [made_by(t) for t in inputs[: count.get(context, 0)]]
         if context == "gap":
             made = [
                 nn.Sequential(m, _Abs()) if _width(t) else m
@@ -260,7 +266,12 @@ class ConvProbe(Probe):
             ]
         self.pre = nn.ModuleList(made)
         if context in ("post", "pre_post"):
-            self.post = _conv(output) if output.dim() in (3, 4) else _linear(_width(output))
+            if neighbour != "conv":
+                self.post = _cat_of_one(output)
+            elif output.dim() in (3, 4):
+                self.post = _conv(output)
+            else:
+                self.post = _linear(_width(output))
 
 
 #: The ATen op of each producer the probes put before a unit (:func:`_linear`, :func:`_conv`)
@@ -278,6 +289,16 @@ def _conv(tensor: Any) -> nn.Module:
         return nn.Identity()
     channels = int(tensor.shape[1])
     return (nn.Conv2d if tensor.dim() == 4 else nn.Conv1d)(channels, channels, 1)
+
+
+class _CatOfOne(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([x], 0)
+
+
+def _cat_of_one(tensor: Any) -> nn.Module:
+    """A ``cat`` of ``tensor`` alone, its shape kept (Identity for a non-float tensor)."""
+    return _CatOfOne() if _width(tensor) else nn.Identity()
 
 
 def _linear(width: int) -> nn.Module:
@@ -421,10 +442,15 @@ def override_parts(parts: SuiteParts, names: dict[str, tuple[str, ...]]) -> None
 NEIGHBOUR_CONTEXTS = ("pre", "mixed", "post", "pre_post", "gap")
 
 
-def neighbour_parts(keys: set[str]) -> SuiteParts:
-    """The single-op units of ``keys`` (spellings and :data:`EXTRA_UNITS` included) whose float
-    inputs are 3-D or 4-D, probed with convolutions as their neighbours (:class:`ConvProbe`)
-    in the contexts where a neighbour matters; branch labels start with ``conv:``.
+#: The neighbours :func:`neighbour_parts` can put around a unit (:class:`NeighbourProbe`).
+NEIGHBOURS = ("conv", "cat")
+
+
+def neighbour_parts(keys: set[str], neighbour: str = "conv") -> SuiteParts:
+    """The single-op units of ``keys`` (spellings and :data:`EXTRA_UNITS` included) probed
+    with ``neighbour`` (:data:`NEIGHBOURS`) around them (:class:`NeighbourProbe`) in the
+    contexts where a neighbour matters; branch labels start with ``NEIGHBOUR:``. Convolutions
+    take only units whose float inputs are 3-D or 4-D.
 
     A small suite of its own, built only for a quantizer that leaves Linear float or dynamic
     and only for the ops whose policy the Linear probes left undetermined: the main suite,
@@ -439,15 +465,16 @@ def neighbour_parts(keys: set[str]) -> SuiteParts:
         floats = [t for t in inputs if _width(t)]
         if unit.key not in keys or len(unit.names) != 1 or not floats:
             continue
-        if any(t.dim() not in (3, 4) for t in floats):
+        if neighbour == "conv" and any(t.dim() not in (3, 4) for t in floats):
             continue
         widths = [_width(t) for t in inputs]
         for context in _contexts(unit, widths):
             # pre_post only where one input is (flatten before a consumer): X86 raises on an
             # add of two convs that feeds a conv, which would cost a search for the failure.
             if context in NEIGHBOUR_CONTEXTS and (context != "pre_post" or len(floats) == 1):
-                branch = Branch(f"conv:{context}:{unit.key}", unit.key, context)
-                parts.add(branch, ConvProbe(model, inputs, output, context), inputs)
+                branch = Branch(f"{neighbour}:{context}:{unit.key}", unit.key, context)
+                made = NeighbourProbe(model, inputs, output, context, neighbour)
+                parts.add(branch, made, inputs)
     return parts
 
 
