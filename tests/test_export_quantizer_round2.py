@@ -402,6 +402,27 @@ def test_a_failing_op_is_isolated_with_all_its_probes_and_the_models_named():
     )
 
 
+def test_failures_past_the_search_cap_are_reported_as_such(monkeypatch):
+    """A quantizer that fails on more branches than the capped search can isolate (X86's QAT
+    config with conv set to None raises in the conv-bn fold on every conv-bn probe and model):
+    the error says the search gave up, not that the quantizer fails on every probe."""
+    from backend_spec.export.quantizer import _without_failing, verify
+
+    parts = probe.SuiteParts()
+    branches = []
+    for index in range(4):
+        branch = probe.Branch(f"alone:sigmoid{index}", f"sigmoid{index}", "alone")
+        parts.add(branch, torch.nn.Sigmoid(), (torch.randn(2, 4),))
+        branches.append(branch)
+    suite = probe.export_suite(parts).module(check_guards=False)
+    monkeypatch.setattr(verify, "MAX_ISOLATION_RUNS", 1)
+    failed = verify.Run({}, (), "error")
+    with pytest.raises(ValueError, match=r"more probes and models than 1 runs can isolate"):
+        _without_failing(
+            suite, _fails_on_sigmoid, (tuple(parts.inputs), None), branches, failed, False
+        )
+
+
 def _per_channel_norm_weight():
     """Like OpenVINO's quantizer: a per-channel observer on layer_norm's 1-D weight, which
     annotates and prepares but raises when calibrated (``flatten(start_dim=1)`` of 1-D)."""

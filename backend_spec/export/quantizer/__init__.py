@@ -626,7 +626,11 @@ def _without_failing(
     each trial then runs a few models, not the hundreds of probes."""
     inputs, converted = run_as
     error = failed.error
-    from backend_spec.export.quantizer.verify import failing_branches, without
+    from backend_spec.export.quantizer.verify import (
+        MAX_ISOLATION_RUNS,
+        failing_branches,
+        without,
+    )
 
     # A quantizer that fails on a graph without a single op fails by itself on any model
     # (LiteRT's QAT config builds its conv-bn patterns with an API torchao changed): no
@@ -643,7 +647,11 @@ def _without_failing(
         groups = [group for group in groups if converted.intersection(group)]
     dropped = failing_branches(suite, factory, inputs, len(branches), qat, groups, converted)
     if not dropped:
-        what = "" if dropped is None else " (no branch fails alone)"
+        what = (
+            f" (on more probes and models than {MAX_ISOLATION_RUNS} runs can isolate)"
+            if dropped is None
+            else " (no branch fails alone)"
+        )
         raise ValueError(f"the quantizer fails on the probe suite{what}: {error}")
     return without(suite, dropped), dropped
 
