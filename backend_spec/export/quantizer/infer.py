@@ -492,12 +492,11 @@ class _Builder:
         ops = every.get(key, {}).get("ops", [])
         if len(ops) < 2 or len(ops) != len(names):
             return
-        first = f"{ops[0]['target']}@{names[0]}"
-        alone = every.get(first if exact and first in every else ops[0]["target"], {})
-        alone = alone.get("ops", [])
+        spelled = f"{ops[0]['target']}@{names[0]}"
+        first = every.get(spelled if exact and spelled in every else ops[0]["target"], {})
         if claimed and not all(o.get("annotated") for o in ops):
             return
-        if not claimed and not annotated(alone):
+        if not claimed and not annotated(first.get("ops", [])):
             return
         targets = [o["target"] for o in ops]
         floating = _dtype_config(_FLOAT, _FLOAT, DTypeMapping(), None)
