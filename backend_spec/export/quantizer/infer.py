@@ -1113,11 +1113,20 @@ def _variant_policy(probed: dict[str, Any], key: str) -> dict[str, str]:
     scalar = alone.get(f"{key}#scalar", {}).get("ops", [])
     if any(o["inputs"].get("1") is not None for o in scalar):
         policy["scalars"] = "tensor"
-    base = annotated(alone.get(key, {}).get("ops", []))
-    broadcast = alone.get(f"{key}#broadcast", {}).get("ops", [])
-    if base and not annotated(broadcast) and f"{key}#broadcast" in alone:
+    if _equal_shapes_only(alone, key):
         policy["input_shapes"] = "equal"
     return policy
+
+
+def _equal_shapes_only(alone: dict[str, Any], key: str) -> bool:
+    """Whether the binary op of ``key`` is annotated with two tensors of one shape but its
+    broadcast variant is left float (``input_shapes: equal``, which leaves numbers float too)."""
+    broadcast = alone.get(f"{key}#broadcast")
+    return (
+        annotated(alone.get(key, {}).get("ops", []))
+        and broadcast is not None
+        and not annotated(broadcast.get("ops", []))
+    )
 
 
 def _extra_inputs(op: dict[str, Any]) -> bool:
@@ -1225,13 +1234,12 @@ def _scalar_observations(probed: dict[str, Any]) -> dict[str, Any]:
             continue
         base = key.removesuffix("#scalar")
         output = ops[0]["output"]
-        broadcast = alone.get(f"{base}#broadcast")
         if output is not None and output.get("kind") == "observed":
             found[ops[0]["target"]] = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
         elif (
             not annotated(ops)
             and annotated(alone.get(base, {}).get("ops", []))
-            and (broadcast is None or annotated(broadcast.get("ops", [])))
+            and not _equal_shapes_only(alone, base)
         ):
             found[ops[0]["target"]] = ObservationType.INPUT_OUTPUT_NOT_OBSERVED
     return found

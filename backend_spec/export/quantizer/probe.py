@@ -442,13 +442,9 @@ def override_parts(parts: SuiteParts, names: dict[str, tuple[str, ...]]) -> None
 NEIGHBOUR_CONTEXTS = ("pre", "mixed", "post", "pre_post", "gap")
 
 
-#: The neighbours :func:`neighbour_parts` can put around a unit (:class:`NeighbourProbe`).
-NEIGHBOURS = ("conv", "cat")
-
-
 def neighbour_parts(keys: set[str], neighbour: str = "conv") -> SuiteParts:
     """The single-op units of ``keys`` (spellings and :data:`EXTRA_UNITS` included) probed
-    with ``neighbour`` (:data:`NEIGHBOURS`) around them (:class:`NeighbourProbe`) in the
+    with ``neighbour`` (``conv`` or ``cat``) around them (:class:`NeighbourProbe`) in the
     contexts where a neighbour matters; branch labels start with ``NEIGHBOUR:``. Convolutions
     take only units whose float inputs are 3-D or 4-D.
 
