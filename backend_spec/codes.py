@@ -494,6 +494,13 @@ UNUSED_AVERAGING_CONSTANT = _register(
     "`fused_moving_avg` (or it is a dynamic mapping with a placeholder), so the key has no "
     "effect.",
 )
+INERT_CLAIM_STAGE = _register(
+    "BS549",
+    "inert-claim-stage",
+    W,
+    "A `claim_stage` (version 10) that cannot change which entry claims which nodes: every "
+    "entry of the spec is in one claim stage.",
+)
 RULE_CRASHED = _register(
     "BS599",
     "rule-crashed",

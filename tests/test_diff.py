@@ -119,7 +119,7 @@ def test_misuse_and_bad_specs(tmp_path: Path) -> None:
 # -- version 2 keys: the whole form is compared -------------------------------------------------
 
 V2_BASE = """\
-spec_version: 9
+spec_version: 10
 name: npu
 dtype_configs:
   act:
@@ -169,6 +169,8 @@ V2_CASES = {
     "annotation_stage": ("    dtype_configs: [act]", "2", "1"),
     # version 9
     "averaging_constant": ("input_dtype: {dtype: quint8", "0.5", "1"),
+    # version 10
+    "claim_stage": ("    dtype_configs: [act]", "2", "1"),
 }
 
 

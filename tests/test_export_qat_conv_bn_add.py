@@ -197,6 +197,26 @@ def _two_blocks() -> tuple[nn.Module, tuple]:
     return _TwoBlocks().eval(), (torch.randn(2, 3, 16, 16),)
 
 
+class _ConvBnPlusLinear(nn.Module):
+    """``relu(bn(conv(x)) + fc(x))`` then ``bn(conv(x)) + x``: an add both a conv-bn chain and a
+    Linear chain end at (the Linear on the last dimension), and one only conv-bn does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(4, 4, 3, padding=1), nn.BatchNorm2d(4)
+        self.conv2, self.bn2 = nn.Conv2d(4, 4, 3, padding=1), nn.BatchNorm2d(4)
+        self.fc, self.relu = nn.Linear(8, 8), nn.ReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.relu(self.bn(self.conv(x)) + self.fc(x))
+        return self.bn2(self.conv2(x)) + x
+
+
+def _conv_bn_plus_linear() -> tuple[nn.Module, tuple]:
+    torch.manual_seed(0)
+    return _ConvBnPlusLinear().eval(), (torch.randn(2, 4, 8, 8),)
+
+
 #: Two unseen nets only (two ResNet blocks, and the parity net ``residual``): each QAT convert
 #: re-exports torchao's conv-bn patterns, a minute or more per model on two cores, and the
 #: export's own QAT verification already runs every conv-bn unit (conv-bn-add, conv-bn +
@@ -212,11 +232,14 @@ def _two_blocks() -> tuple[nn.Module, tuple]:
         # Arm-inductor annotates conv-bn-add and leaves the relu to itself: three ops, a
         # forward pattern, matched from a conv module as Arm leaves a called conv float.
         ("arm_inductor_qat", "- pattern: [nn.Conv2d, nn.BatchNorm2d, operator.add]\n"),
+        # Its per-type Linear pass claims Linear + add before conv-bn-add: claim stages.
+        ("x86_qat_linear_float", "claim_stage: 0"),
     ],
 )
 def test_a_qat_config_fusing_conv_bn_add_exports_and_matches(tmp_path, factory, written):
     """X86's and Arm-inductor's QAT configs export, verified in the QAT flow, with their
-    conv-bn-add chain, and train like the originals on models the export never saw."""
+    conv-bn-add chain (and X86's per-type Linear pass claiming first), and train like the
+    originals on models the export never saw."""
     done, out = export(tmp_path, f"{FIXTURES / 'qat_conv_bn_add.py'}:{factory}")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "in the QAT flow" in done.stderr
@@ -224,6 +247,7 @@ def test_a_qat_config_fusing_conv_bn_add_exports_and_matches(tmp_path, factory, 
     models = [
         ("two_blocks", _two_blocks),
         *named_models("residual"),
+        ("conv_bn_plus_linear", _conv_bn_plus_linear),
     ]
     assert qat_differences(out, fixture("qat_conv_bn_add", factory), models) == []
 

@@ -232,21 +232,26 @@ class TableQuantizer(Quantizer):
     # --- matching ---------------------------------------------------------------------------
 
     def find_matches(self, graph: torch.fx.Graph) -> list[Match]:
-        """Longest-first, spec-order matches; each node claimed at most once (as FX)."""
+        """Longest-first, spec-order matches; each node claimed at most once (as FX). With
+        ``claim_stage`` (spec_version 10) one such pass per stage, lowest first: a stage
+        claims only nodes no earlier stage took. The matches are in forward order."""
         nodes = list(graph.nodes)
         self._order = {node: index for index, node in enumerate(nodes)}
         claimed: set[torch.fx.Node] = set()
         matches: list[Match] = []
-        for node in reversed(nodes):
-            if node.op != "call_function" or node in claimed:
-                continue
-            for rule in self._by_last.get(str(node.target), ()):
-                found = self.walk(rule, node, claimed)
-                if isinstance(found, list):
-                    claimed.update(found)
-                    matches.append(Match(rule, found))
-                    break
-        matches.reverse()
+        for stage in sorted({rule.policy.claim_stage for rule in self.rules}):
+            for node in reversed(nodes):
+                if node.op != "call_function" or node in claimed:
+                    continue
+                for rule in self._by_last.get(str(node.target), ()):
+                    if rule.policy.claim_stage != stage:
+                        continue
+                    found = self.walk(rule, node, claimed)
+                    if isinstance(found, list):
+                        claimed.update(found)
+                        matches.append(Match(rule, found))
+                        break
+        matches.sort(key=lambda match: self._order[match.nodes[-1]])
         return matches
 
     def why_not(self, rule: Rule, last: torch.fx.Node, claimed: set[torch.fx.Node]) -> str | None:

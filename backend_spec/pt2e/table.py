@@ -66,7 +66,12 @@ class Policy:
       runtime annotates its matches stage by stage, each stage in graph order, so a
       ``quantize`` condition or an ``upstream_only`` input sees only producers of earlier
       stages and earlier nodes of its own (LiteRT's per-op annotators, run in a fixed order).
-      Matching is not staged: which rule claims which nodes is decided first, as before.
+      Matching is not staged by it: which rule claims which nodes is decided first.
+    * ``claim_stage``: ``0``, or (spec_version 10) the claim pass of the rule: the runtime
+      matches pass by pass, lowest first, each pass over the whole graph as before (longest
+      chain first, then spec order), so a rule of an earlier pass claims nodes before a
+      longer rule of a later one (X86InductorQuantizer annotates a per-type config before the
+      global one: Linear + add before conv + BatchNorm + add).
     """
 
     quantize: str = "always"
@@ -81,6 +86,7 @@ class Policy:
     producers: str = "split"
     when: tuple[tuple[str, Any], ...] = ()
     annotation_stage: int = 0
+    claim_stage: int = 0
 
 
 #: Every policy key with its allowed values, the default first (the spec format's source too).
@@ -96,6 +102,10 @@ POLICY_VALUES: dict[str, tuple[str, ...]] = {
     "input_observer": ("own", "upstream", "upstream_only"),
     "producers": ("split", "join"),
 }
+
+
+#: The policy keys that are passes (whole numbers, default 0), not words.
+_STAGES = ("annotation_stage", "claim_stage")
 
 
 @dataclass(frozen=True)
@@ -134,8 +144,9 @@ class Rule:
         }
         if self.policy.when:  # the policy keys that are not words: a mapping, a number
             data["policy"]["when"] = dict(self.policy.when)
-        if self.policy.annotation_stage:
-            data["policy"]["annotation_stage"] = self.policy.annotation_stage
+        for stage in _STAGES:
+            if getattr(self.policy, stage):
+                data["policy"][stage] = getattr(self.policy, stage)
         return data
 
     @classmethod

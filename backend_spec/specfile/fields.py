@@ -213,7 +213,8 @@ CALIBRATING_OBSERVERS: tuple[str, ...] = ("minmax", "moving_average_minmax")
 #: The pt2e keys of a pattern entry (no torch field): ``aten`` and ``quantize`` (version 2),
 #: then the version 3 policy keys, then the version 4 ``bias_qspec``, then the version 5
 #: ``input_observer`` and ``producers``, then the version 7 ``when`` (argument conditions),
-#: then the version 8 ``annotation_stage`` (the order in which entries annotate).
+#: then the version 8 ``annotation_stage`` (the order in which entries annotate), then the
+#: version 10 ``claim_stage`` (the order in which entries claim nodes).
 PT2E_PATTERN_FIELDS: tuple[str, ...] = (
     "aten",
     "quantize",
@@ -228,6 +229,7 @@ PT2E_PATTERN_FIELDS: tuple[str, ...] = (
     "producers",
     "when",
     "annotation_stage",
+    "claim_stage",
 )
 
 #: The pt2e keys of the whole spec (no torch field; version 5): ``graph_inputs``, the dtype

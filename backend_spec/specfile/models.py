@@ -54,6 +54,7 @@ _V6 = {"x-since": 6}
 _V7 = {"x-since": 7}
 _V8 = {"x-since": 8}
 _V9 = {"x-since": 9}
+_V10 = {"x-since": 10}
 
 #: The most passes a ``transform_for_annotation`` pipeline (version 8) lists.
 MAX_PASSES = 16
@@ -63,7 +64,8 @@ ARGUMENT_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,63}(\.shape\.[0-7])?$"
 #: What marks a ``when`` condition on a tensor argument's size (version 8: ``weight.shape.1``).
 SHAPE_CONDITION = ".shape."
 MAX_CONDITIONS = 8
-#: The last ``annotation_stage`` (version 8): a quantizer's annotation passes, counted from 0.
+#: The last ``annotation_stage`` (version 8) and ``claim_stage`` (version 10): a quantizer's
+#: annotation passes, counted from 0.
 MAX_ANNOTATION_STAGE = 63
 
 OBSERVATION_TYPES = (
@@ -791,6 +793,19 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
         strict=True,
     )
 
+    claim_stage: int = Field(  # type: ignore[assignment]  # None: unset; null is refused
+        None,
+        description="pt2e (version 10): the pass in which the entry claims its nodes, 0 "
+        "(default) to 63: entries claim pass by pass, lowest first, each pass longest chain "
+        "first then in spec order, so an entry of an earlier pass takes nodes a longer entry of "
+        "a later pass would have matched (X86InductorQuantizer annotates a per-type config, "
+        "Linear + add, before the global one's conv + BatchNorm + add).",
+        json_schema_extra=_V10,
+        ge=0,
+        le=MAX_ANNOTATION_STAGE,
+        strict=True,
+    )
+
     _not_null = field_validator(*PT2E_PATTERN_FIELDS, mode="before")(refuse_null)
 
     @model_validator(mode="after")
@@ -842,10 +857,10 @@ class SpecModel(_Strict):
         json_schema_extra={"patternProperties": {"^x-": {}}},
     )
 
-    spec_version: Literal[1, 2, 3, 4, 5, 6, 7, 8, 9] = Field(
+    spec_version: Literal[1, 2, 3, 4, 5, 6, 7, 8, 9, 10] = Field(
         1,
-        description="The format version: 1 (default), 2, 3, 4, 5, 6, 7, 8 or 9 for the keys "
-        "marked x-since 2 / 3 / 4 / 5 / 6 / 7 / 8 / 9.",
+        description="The format version: 1 (default), 2, 3, 4, 5, 6, 7, 8, 9 or 10 for the keys "
+        "marked x-since 2 / 3 / 4 / 5 / 6 / 7 / 8 / 9 / 10.",
     )
 
     @field_validator("spec_version", mode="before")

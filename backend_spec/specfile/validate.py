@@ -684,6 +684,7 @@ def _type_hint(path: KeyPath, value: Any) -> str:
 _TYPE_HINTS = {
     "ch_axis": "the channel axis of per_channel weights: an integer, usually 0",
     "annotation_stage": "the annotation pass, a whole number from 0, e.g. annotation_stage: 1",
+    "claim_stage": "the claim pass, a whole number from 0, e.g. claim_stage: 1",
     "reduce_range": "write true or false",
     "is_dynamic": "write true or false",
     "args": "write a list, e.g. args: [nni.ConvReLU2d]",

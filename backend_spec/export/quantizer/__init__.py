@@ -364,13 +364,15 @@ class _Flow:
                 if not tried[1].error and _differing(tried[2]) < _differing(compared):
                     candidate, spec_run, compared = tried
                     result.text = alternative
-        if not all(r.identical for r in compared) and not _only_certain(compared, inferred.gaps):
-            staged = self.staged(result.text)
-            if staged is not None:
-                tried = self.check(staged)
+        for alternative_of in (self.staged, self.claim_staged):
+            if all(r.identical for r in compared) or _only_certain(compared, inferred.gaps):
+                break
+            alternative = alternative_of(result.text)
+            if alternative is not None:
+                tried = self.check(alternative)
                 if not tried[1].error and _differing(tried[2]) < _differing(compared):
                     candidate, spec_run, compared = tried
-                    result.text = staged
+                    result.text = alternative
         kept = [
             (r, b)
             for i, (r, b) in enumerate(zip(compared, branches, strict=True))
@@ -419,6 +421,31 @@ class _Flow:
         # written only when it is torchao's ``qspec``).
         sharing = "input_sharing" in text and _with_input_sharing(inferred, self.fmt, self.name)
         return sharing or staged
+
+    def claim_staged(self, text: str) -> str | None:
+        """``text``'s spec with the Linear chains (:data:`.probe.LINEAR_CHAINS`) claiming their
+        nodes before the other entries (``claim_stage``, version 10), or ``None`` when they
+        do not outrank conv + add. Tried only
+        when the spec does not verify otherwise: X86's QAT config with a per-type Linear
+        config claims Linear + add before its global config's longer conv + BatchNorm + add."""
+        from backend_spec.export import dump
+
+        pipeline = self.recorder.pipeline
+        inferred = infer(
+            self.probed,
+            self.unit_names,
+            self.name,
+            self.recorder.graph_inputs,
+            rewritten=pipeline is not None,
+            claim_first=True,
+        )
+        if not any(dict(e.policy).get("claim_stage") for e in _entries(inferred)):
+            return None
+        if pipeline is not None:  # the same passes as the graph-order spec
+            inferred.backend_config = _with_passes(inferred.backend_config, pipeline[1])
+        claimed = dump(inferred.backend_config, self.fmt, name=self.name)
+        sharing = "input_sharing" in text and _with_input_sharing(inferred, self.fmt, self.name)
+        return sharing or claimed
 
     def check_neighbours(self, candidate: Callable[[], Any], result: QuantizerExport) -> list:
         """The neighbour and consumer probes (those that were run) under the spec's

@@ -120,14 +120,18 @@ def infer(
     *,
     rewritten: bool = False,
     orders: list[list[Any]] | None = None,
+    claim_first: bool = False,
 ) -> Inferred:
     """A BackendConfig from :func:`.probe.probe`'s results (``unit_names``: key -> op names;
     ``graph_inputs``: the output qspec the quantizer gave each float graph input;
     ``rewritten``: the probes were read on the graph a spec's ``transform_for_annotation``
     passes produce, so a unit whose op the passes replaced says nothing of its own: the ops
     they made are probed as units of their own; ``orders``: the order probes' results,
-    :func:`.probe.orders`, placing ops in annotation stages). Both are keyword-only: a list of
-    orders passed in ``rewritten``'s place would be truthy and place nothing."""
+    :func:`.probe.orders`, placing ops in annotation stages; ``claim_first``: when the Linear
+    chains outrank conv + add, they claim their nodes in a pass before the other entries
+    (``claim_stage``, version 10), as X86 annotates a per-type config of Linear before the
+    global one. All are keyword-only: a list of orders passed in
+    ``rewritten``'s place would be truthy and place nothing."""
     probed, unit_names = _producer_fusions(probed, unit_names)
     builder = _Builder(name, _common_activation(probed))
     builder.rewritten = rewritten
@@ -137,6 +141,8 @@ def infer(
     builder.upstream = _upstream_readers(probed)
     builder.with_a_scalar = _scalar_observations(probed)
     builder.dynamic_propagation = bool(_dynamic_propagation(probed))
+    builder.outranking = _outranks_conv(probed)
+    builder.claim_first = claim_first and builder.outranking
     fusions = []
     spellings: dict[str, list[str]] = {}
     for key, names in unit_names.items():
@@ -152,7 +158,6 @@ def infer(
     builder.thin_float = _thin_convs_float(probed)
     builder.inferred.gaps += _depthwise_gaps(probed)
     builder.fusion_keys = [key for key, _names in fusions]
-    builder.outranking = _outranks_conv(probed)
     for key, names in fusions:
         spelled = _spelled(key, functional_tail(names), unit_names)
         called = _spelled(key, functional_chain(names), unit_names)
@@ -200,6 +205,9 @@ class _Builder:
         self.dynamic_propagation = False
         #: Whether the Linear chains claim conv(x) + linear(y) before conv + add does.
         self.outranking = False
+        #: Whether the Linear chains claim their nodes in a pass before the other entries
+        #: (``claim_stage``, version 10).
+        self.claim_first = False
         #: Ops a quantizer claims but leaves float, which a ``quantizable`` consumer test needs.
         self.float_ops: set[str] = set()
         #: Whether the probes were read after graph passes (version 8).
@@ -321,6 +329,12 @@ class _Builder:
             either = any_spelling or chosen == call
             self.add([op["target"]], [chosen], op, op, policy, either, priority=first)
 
+    def first_claim(self) -> dict[str, Any]:
+        """The policy of a Linear chain that claims conv(x) + linear(y) before conv + add
+        does: through any argument, and (``claim_first``) in the first claim pass, before
+        longer chains such as conv + BatchNorm + add."""
+        return {"chain_input": "any", **({"claim_stage": 0} if self.claim_first else {})}
+
     def float_spelling(self, target: str, name: str) -> None:
         """A float entry for ``name`` (a module spelling the quantizer leaves float), matched by
         its spelling before the entry of the op's other spellings."""
@@ -427,7 +441,7 @@ class _Builder:
         if any(_extra_inputs(o) for o in ops[1:]):
             policy.update(extra_inputs="quantized", chain_input="any")
         if linear_chain:  # it claims conv(x) + linear(y) too, before conv + add
-            policy["chain_input"] = "any"
+            policy.update(self.first_claim())
         when = self.conditions(key, targets, probed)
         if when:
             policy["when"] = when
@@ -501,7 +515,7 @@ class _Builder:
         targets = [o["target"] for o in ops]
         floating = _dtype_config(_FLOAT, _FLOAT, DTypeMapping(), None)
         observation = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
-        policy = {"chain_input": "any"} if claimed else {}
+        policy = self.first_claim() if claimed else {}
         if exact:
             for tail in _tail_spellings(list(names[1:])):
                 chain = [names[0], *tail]
@@ -661,6 +675,8 @@ class _Builder:
         stage = self.stages.get(targets[0], 0)
         if stage and "annotation_stage" not in policy:  # the chain's first op's (conv's)
             policy = {**policy, "annotation_stage": stage}
+        if self.claim_first and "claim_stage" not in policy:  # after the Linear chains
+            policy = {**policy, "claim_stage": 1}
         chosen = tuple((k, v) for k, v in policy.items() if v != _DEFAULTS.get(k))
         key = key_of(resolved, values.get("pattern_complex_format"))
         config = Entry(key, _INFERRED, Entry.ordered(values), aten, chosen)
