@@ -501,6 +501,14 @@ INERT_CLAIM_STAGE = _register(
     "A `claim_stage` (version 10) that cannot change which entry claims which nodes: every "
     "entry of the spec is in one claim stage.",
 )
+PTQ_FAKE_QUANT_WITHOUT_ONE = _register(
+    "BS550",
+    "ptq-fake-quant-without-fake-quantize",
+    W,
+    "A dtype mapping says `ptq_fake_quant: true` (PTQ observes with its fake-quantize) and "
+    "`fake_quant: observer` (version 10: it has none, QAT observes with the observer itself): "
+    "PTQ observes with the observer either way, so `ptq_fake_quant` has no effect.",
+)
 RULE_CRASHED = _register(
     "BS599",
     "rule-crashed",

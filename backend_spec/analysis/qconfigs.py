@@ -29,6 +29,7 @@ from backend_spec.specfile.fields import (
     CALIBRATING_OBSERVERS,
     CONSTRAINT_FIELDS,
     DEFAULT_AVERAGING_CONSTANT,
+    OBSERVER_IN_QAT,
 )
 
 with quiet():
@@ -440,6 +441,7 @@ def fake_quant(
     ``_LearnableFakeQuantize`` (per-tensor: its per-channel form needs the channel count up
     front). Fixed qparams keep ``FixedQParamsFakeQuantize``; placeholders stay as they are.
     ``averaging_constant`` (version 9) is the fused observer's when the PTQ one takes none.
+    ``observer`` (version 10) is the PTQ observer itself: QAT observes without fake-quantizing.
     The pt2e quantizer reads its fake-quantize specs off these constructors.
     """
     from torch.ao.quantization._learnable_fake_quantize import _LearnableFakeQuantize
@@ -449,8 +451,8 @@ def fake_quant(
         FusedMovingAvgObsFakeQuantize,
     )
 
-    if observer is None:
-        return None, ""
+    if observer is None or kind == OBSERVER_IN_QAT:
+        return observer, ""
     instance = observer()
     if isinstance(instance, PlaceholderObserver):
         return observer, ""

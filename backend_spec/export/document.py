@@ -101,6 +101,7 @@ def required_version(doc: SpecDocument) -> int:
     """The oldest format version that can say the document: the highest ``x-since`` of the
     keys it uses (the loader's own markers), 2 for a nested forward pattern item, 3 for the
     version 3 ``quantize`` value; else 1."""
+    from backend_spec.specfile.fields import OBSERVER_IN_QAT
     from backend_spec.specfile.models import (
         SHAPE_CONDITION,
         dynamic_observer,
@@ -120,6 +121,8 @@ def required_version(doc: SpecDocument) -> int:
                 versions.append(3)
             if node.get("consumers") == "quantizable":
                 versions.append(8)
+            if node.get("fake_quant") == OBSERVER_IN_QAT:
+                versions.append(10)
             if dynamic_output(node.get("is_dynamic"), node.get("output_dtype")):
                 versions.append(8)
             activations = (node.get("input_dtype"), node.get("output_dtype"))

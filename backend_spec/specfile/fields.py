@@ -238,6 +238,10 @@ PT2E_PATTERN_FIELDS: tuple[str, ...] = (
 #: ``transform_for_annotation``, the graph passes run before annotating.
 PT2E_BACKEND_FIELDS: tuple[str, ...] = ("graph_inputs", "input_sharing", "transform_for_annotation")
 
+#: The version 10 ``fake_quant`` value that keeps a mapping's PTQ observer in QAT: no
+#: fake-quantize (torchao's EmbeddingQuantizer's weight observer beside a QAT config).
+OBSERVER_IN_QAT = "observer"
+
 #: ``input_sharing`` values: ``dtype`` (FX: an input reuses its producer's output observer
 #: whenever their dtypes agree) or ``qspec`` (torchao with a hand-written quantizer: only when
 #: the two qspecs are the same; otherwise the edge is observed again).

@@ -40,6 +40,7 @@ from backend_spec.specfile.fields import (
     CALIBRATING_OBSERVERS,
     INPUT_SHARING,
     OBSERVER_FIELDS,
+    OBSERVER_IN_QAT,
     PATTERN_FIELDS,
     PT2E_PATTERN_FIELDS,
     FieldKind,
@@ -223,9 +224,11 @@ class DTypeWithConstraintsModel(_Strict):
         "engine=x86/fbgemm activations).",
         json_schema_extra=_V2,
     )
-    fake_quant: Literal["fused_moving_avg", "fake_quantize", "learnable"] | None = Field(
+    fake_quant: Literal["fused_moving_avg", "fake_quantize", "learnable", "observer"] | None = Field(
         None,
-        description="QAT fake-quantize kind (version 2; default fake_quantize).",
+        description="QAT fake-quantize kind (version 2; default fake_quantize), or (version 10) "
+        "observer: QAT observes with the observer itself, no fake-quantize (torchao's "
+        "EmbeddingQuantizer's weight beside a QAT config).",
         json_schema_extra=_V2,
     )
     ptq_fake_quant: bool | None = Field(
@@ -291,6 +294,10 @@ class DTypeWithConstraintsModel(_Strict):
                 },
             )
         return value
+
+    def since(self) -> list[tuple[tuple[str | int, ...], int]]:
+        """Values (not keys) that need a newer format: the version 10 ``fake_quant`` value."""
+        return [(("fake_quant",), 10)] if self.fake_quant == OBSERVER_IN_QAT else []
 
     @model_validator(mode="after")
     def _ordered_bounds(self) -> DTypeWithConstraintsModel:

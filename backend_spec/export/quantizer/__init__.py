@@ -334,6 +334,7 @@ class _Flow:
                 name,
                 self.recorder.graph_inputs,
                 rewritten=pipeline is not None,
+            qat=self.qat,
             )
             if pipeline is None:
                 inferred.gaps += rewrite_gaps(self.recorder.rewritten)
@@ -410,6 +411,7 @@ class _Flow:
             self.name,
             self.recorder.graph_inputs,
             rewritten=pipeline is not None,
+            qat=self.qat,
             orders=orders,
         )
         if not any(dict(e.policy).get("annotation_stage") for e in _entries(inferred)):
@@ -437,6 +439,7 @@ class _Flow:
             self.name,
             self.recorder.graph_inputs,
             rewritten=pipeline is not None,
+            qat=self.qat,
             claim_first=True,
         )
         if not any(dict(e.policy).get("claim_stage") for e in _entries(inferred)):

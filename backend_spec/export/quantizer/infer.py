@@ -36,7 +36,7 @@ from backend_spec.ir import Backend, DTypeConfig, DTypeMapping, Entry, FunctionR
 from backend_spec.ir.lift import key_of
 from backend_spec.ir.lower import lower
 from backend_spec.pt2e.table import POLICY_VALUES
-from backend_spec.specfile.fields import DEFAULT_AVERAGING_CONSTANT
+from backend_spec.specfile.fields import DEFAULT_AVERAGING_CONSTANT, OBSERVER_IN_QAT
 from backend_spec.specfile.models import MAX_ANNOTATION_STAGE
 
 with __import__("backend_spec.quiet", fromlist=["quiet"]).quiet():
@@ -121,6 +121,7 @@ def infer(
     rewritten: bool = False,
     orders: list[list[Any]] | None = None,
     claim_first: bool = False,
+    qat: bool = False,
 ) -> Inferred:
     """A BackendConfig from :func:`.probe.probe`'s results (``unit_names``: key -> op names;
     ``graph_inputs``: the output qspec the quantizer gave each float graph input;
@@ -130,7 +131,8 @@ def infer(
     :func:`.probe.orders`, placing ops in annotation stages; ``claim_first``: when the Linear
     chains outrank conv + add, they claim their nodes in a pass before the other entries
     (``claim_stage``, version 10), as X86 annotates a per-type config of Linear before the
-    global one. All are keyword-only: a list of orders passed in
+    global one; ``qat``: the probes were read in the QAT flow, where a plain observer is one
+    the quantizer keeps (``fake_quant: observer``, version 10). All are keyword-only: a list of orders passed in
     ``rewritten``'s place would be truthy and place nothing."""
     probed, unit_names = _producer_fusions(probed, unit_names)
     builder = _Builder(name, _common_activation(probed))
@@ -143,6 +145,7 @@ def infer(
     builder.dynamic_propagation = bool(_dynamic_propagation(probed))
     builder.outranking = _outranks_conv(probed)
     builder.claim_first = claim_first and builder.outranking
+    builder.qat = qat
     fusions = []
     spellings: dict[str, list[str]] = {}
     for key, names in unit_names.items():
@@ -208,6 +211,8 @@ class _Builder:
         #: Whether the Linear chains claim their nodes in a pass before the other entries
         #: (``claim_stage``, version 10).
         self.claim_first = False
+        #: Whether the probes were read in the QAT flow (``prepare_qat_pt2e``).
+        self.qat = False
         #: Ops a quantizer claims but leaves float, which a ``quantizable`` consumer test needs.
         self.float_ops: set[str] = set()
         #: Whether the probes were read after graph passes (version 8).
@@ -778,6 +783,10 @@ class _Builder:
         if per_channel or "per_channel" in qscheme:
             options["granularity"] = "per_channel"
             options["ch_axis"] = int(axis or 0)
+        if self.qat and fake_quant is None and observer not in (None, "placeholder"):
+            # A plain observer in the QAT flow (EmbeddingQuantizer's weight beside a QAT
+            # config): observed, not fake-quantized (version 10).
+            options["fake_quant"] = OBSERVER_IN_QAT
         return DTypeMapping.of(dtype, options)
 
     def gap(self, op: str, what: str, certain: bool = False) -> None:
