@@ -546,6 +546,75 @@ def test_an_embedding_and_xnnpack_composition_exports_both_parts(tmp_path):
     assert alone  # the composition quantizes more than the embedding alone: not vacuous
 
 
+@pytest.mark.parametrize("qat", [True, False], ids=["qat", "ptq"])
+def test_a_plain_weight_observer_in_the_qat_flow_is_kept_as_the_observer(qat):
+    """EmbeddingQuantizer's PerChannelMinMaxObserver read in the QAT flow becomes
+    ``fake_quant: observer`` (version 10); read in PTQ it is the plain mapping it always was."""
+    op = {
+        "target": "aten.embedding.default",
+        "annotated": True,
+        "inputs": {"0": EMBEDDING_WEIGHT},
+        "kinds": {"0": "param", "1": "index"},
+        "output": None,
+        "weight": "0",
+    }
+    probed = {"alone": {"aten.embedding.default": _unit([op])}}
+    inferred = infer(probed, {"aten.embedding.default": ("nn.Embedding",)}, "t", qat=qat)
+    (entry,) = backend_of(inferred.backend_config)
+    weight = entry.dtype_configs[0].mapping("weight_dtype")
+    assert weight.get("fake_quant") == ("observer" if qat else None)
+
+
+OBSERVER_IN_QAT_SPEC = """\
+spec_version: 10
+name: t
+dtype_configs:
+  table:
+    input_dtype: float
+    output_dtype: float
+    weight_dtype: {{dtype: quint8, granularity: per_channel, ch_axis: 0, fake_quant: {kind}}}
+patterns:
+  - pattern: nn.Embedding
+    dtype_configs: [table]
+    root_module: nn.Embedding
+    reference_quantized_module: nnqr.Embedding
+"""
+
+
+@pytest.mark.parametrize(
+    ("kind", "built"),
+    [("observer", "PerChannelMinMaxObserver"), ("fake_quantize", "FakeQuantize")],
+)
+def test_fake_quant_observer_keeps_the_observer_in_both_qat_flows(kind, built):
+    """``fake_quant: observer``: the QAT QConfig (FX) and the QAT quantizer's spec (pt2e) observe
+    the weight with the observer itself; any other kind wraps it in its fake-quantize."""
+    from torch.ao.quantization import QConfigMapping
+
+    import backend_spec
+
+    spec = backend_spec.loads(OBSERVER_IN_QAT_SPEC.format(kind=kind), format="yaml")
+    mapping: QConfigMapping = backend_spec.qconfig_mapping(spec, qat=True)
+    qconfig = mapping.object_type_qconfigs[torch.nn.Embedding]
+    assert type(qconfig.weight()).__name__ == built
+    (table_spec,) = backend_spec.quantizer(spec, qat=True).table["specs"].values()
+    assert table_spec.get("fake_quant") == (None if kind == "observer" else kind)
+
+
+@pytest.mark.slow
+@needs_executorch
+def test_an_embedding_beside_a_qat_config_exports_and_trains_alike(tmp_path):
+    """ComposableQuantizer([EmbeddingQuantizer(), XNNPACK QAT]) verifies in the QAT flow with
+    the table's weight observed, not fake-quantized (``fake_quant: observer``), and trains like
+    the original on an embedding model the export never saw (two tables, a LayerNorm, a cat)."""
+    done, out = export(tmp_path, f"{FIXTURES / 'round2.py'}:embedding_and_xnnpack_qat")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "in the QAT flow" in done.stderr
+    assert "fake_quant: observer" in out.read_text()
+    unseen = [m for m in fixture("unseen2").UNSEEN2 if m[0] == "embed_bag"]
+    assert len(unseen) == 1
+    assert qat_differences(out, _original("embedding_and_xnnpack_qat"), unseen) == []
+
+
 @pytest.mark.slow
 @needs_executorch
 def test_a_16_bit_activation_config_exports_and_matches(tmp_path):

@@ -184,6 +184,11 @@ _ORDERED_PAIRS = (
 )
 
 
+#: A mapping's ``fake_quant``: the QAT fake-quantize kinds (version 2), or (version 10) the
+#: observer itself.
+FakeQuantKind = Literal["fused_moving_avg", "fake_quantize", "learnable", "observer"]
+
+
 class DTypeWithConstraintsModel(_Strict):
     """A dtype plus the constraints a QConfig must meet (torch's ``DTypeWithConstraints``)."""
 
@@ -224,7 +229,7 @@ class DTypeWithConstraintsModel(_Strict):
         "engine=x86/fbgemm activations).",
         json_schema_extra=_V2,
     )
-    fake_quant: Literal["fused_moving_avg", "fake_quantize", "learnable", "observer"] | None = Field(
+    fake_quant: FakeQuantKind | None = Field(
         None,
         description="QAT fake-quantize kind (version 2; default fake_quantize), or (version 10) "
         "observer: QAT observes with the observer itself, no fake-quantize (torchao's "

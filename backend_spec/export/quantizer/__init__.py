@@ -334,7 +334,7 @@ class _Flow:
                 name,
                 self.recorder.graph_inputs,
                 rewritten=pipeline is not None,
-            qat=self.qat,
+                qat=self.qat,
             )
             if pipeline is None:
                 inferred.gaps += rewrite_gaps(self.recorder.rewritten)

@@ -132,8 +132,8 @@ def infer(
     chains outrank conv + add, they claim their nodes in a pass before the other entries
     (``claim_stage``, version 10), as X86 annotates a per-type config of Linear before the
     global one; ``qat``: the probes were read in the QAT flow, where a plain observer is one
-    the quantizer keeps (``fake_quant: observer``, version 10). All are keyword-only: a list of orders passed in
-    ``rewritten``'s place would be truthy and place nothing."""
+    the quantizer keeps (``fake_quant: observer``, version 10). All are keyword-only: a list
+    of orders passed in ``rewritten``'s place would be truthy and place nothing."""
     probed, unit_names = _producer_fusions(probed, unit_names)
     builder = _Builder(name, _common_activation(probed))
     builder.rewritten = rewritten
