@@ -269,6 +269,7 @@ def test_an_inferred_spec_that_does_not_compile_is_reported_as_bespecs_bug(monke
         branches=[], fmt="yaml", name="t", qat=True, probed={}, unit_names={},
         recorder=SimpleNamespace(pipeline=None, graph_inputs=[]),
     )  # fmt: skip
+    flow.inferred = lambda **options: exporting._Flow.inferred(flow, **options)
     result = exporting._Flow.verify(flow, [])
     assert not result.ok and result.text == ""
     shown = render_refusal(result)

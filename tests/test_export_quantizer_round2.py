@@ -84,7 +84,8 @@ def test_an_embedding_is_probed_with_integer_indices_and_its_weight_found_by_nam
     assert probe.describe_node(node)["weight"] == "0"
 
 
-def test_an_embedding_weight_annotation_becomes_a_weight_only_embedding_entry():
+def _embedding_probed() -> dict:
+    """Probe results of an embedding whose only qspec is EmbeddingQuantizer's on its weight."""
     op = {
         "target": "aten.embedding.default",
         "annotated": True,
@@ -93,7 +94,11 @@ def test_an_embedding_weight_annotation_becomes_a_weight_only_embedding_entry():
         "output": None,
         "weight": "0",
     }
-    probed = {"alone": {"aten.embedding.default": _unit([op])}}
+    return {"alone": {"aten.embedding.default": _unit([op])}}
+
+
+def test_an_embedding_weight_annotation_becomes_a_weight_only_embedding_entry():
+    probed = _embedding_probed()
     inferred = infer(probed, {"aten.embedding.default": ("nn.Embedding",)}, "t")
     (entry,) = backend_of(inferred.backend_config)
     (dtype_config,) = entry.dtype_configs
@@ -550,15 +555,7 @@ def test_an_embedding_and_xnnpack_composition_exports_both_parts(tmp_path):
 def test_a_plain_weight_observer_in_the_qat_flow_is_kept_as_the_observer(qat):
     """EmbeddingQuantizer's PerChannelMinMaxObserver read in the QAT flow becomes
     ``fake_quant: observer`` (version 10); read in PTQ it is the plain mapping it always was."""
-    op = {
-        "target": "aten.embedding.default",
-        "annotated": True,
-        "inputs": {"0": EMBEDDING_WEIGHT},
-        "kinds": {"0": "param", "1": "index"},
-        "output": None,
-        "weight": "0",
-    }
-    probed = {"alone": {"aten.embedding.default": _unit([op])}}
+    probed = _embedding_probed()
     inferred = infer(probed, {"aten.embedding.default": ("nn.Embedding",)}, "t", qat=qat)
     (entry,) = backend_of(inferred.backend_config)
     weight = entry.dtype_configs[0].mapping("weight_dtype")

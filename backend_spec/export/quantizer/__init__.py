@@ -328,14 +328,7 @@ class _Flow:
         branches, fmt, name = self.branches, self.fmt, self.name
         pipeline = self.recorder.pipeline
         try:
-            inferred = infer(
-                self.probed,
-                self.unit_names,
-                name,
-                self.recorder.graph_inputs,
-                rewritten=pipeline is not None,
-                qat=self.qat,
-            )
+            inferred = self.inferred()
             if pipeline is None:
                 inferred.gaps += rewrite_gaps(self.recorder.rewritten)
             else:  # the caller's pass rewrites the graph as the quantizer does: the spec runs it
@@ -392,7 +385,6 @@ class _Flow:
         each other annotated op), or ``None`` when they need none. Tried only when the spec
         in graph order does not verify: a quantizer that annotates in passes (LiteRT) leaves
         an op float after a producer of a later pass."""
-        from backend_spec.export import dump
         from backend_spec.export.quantizer import probe
         from backend_spec.export.quantizer.infer import order_pairs
 
@@ -404,51 +396,45 @@ class _Flow:
         if run(suite, recorder, tuple(parts.inputs), set(), self.qat).error:
             return None
         orders = probe.orders(recorder.snapshot, parts.branches)
-        pipeline = self.recorder.pipeline
-        inferred = infer(
-            self.probed,
-            self.unit_names,
-            self.name,
-            self.recorder.graph_inputs,
-            rewritten=pipeline is not None,
-            qat=self.qat,
-            orders=orders,
-        )
-        if not any(dict(e.policy).get("annotation_stage") for e in _entries(inferred)):
-            return None
-        if pipeline is not None:  # the same passes as the graph-order spec
-            inferred.backend_config = _with_passes(inferred.backend_config, pipeline[1])
-        staged = dump(inferred.backend_config, self.fmt, name=self.name)
-        # The input sharing the graph-order spec verified best with (``input_sharing`` is
-        # written only when it is torchao's ``qspec``).
-        sharing = "input_sharing" in text and _with_input_sharing(inferred, self.fmt, self.name)
-        return sharing or staged
+        return self.variant(text, "annotation_stage", orders=orders)
 
     def claim_staged(self, text: str) -> str | None:
         """``text``'s spec with the Linear chains (:data:`.probe.LINEAR_CHAINS`) claiming their
         nodes before the other entries (``claim_stage``, version 10), or ``None`` when they
-        do not outrank conv + add. Tried only
-        when the spec does not verify otherwise: X86's QAT config with a per-type Linear
-        config claims Linear + add before its global config's longer conv + BatchNorm + add."""
-        from backend_spec.export import dump
+        do not outrank conv + add. Tried only when the spec does not verify otherwise: X86's
+        QAT config with a per-type Linear config claims Linear + add before its global
+        config's longer conv + BatchNorm + add."""
+        return self.variant(text, "claim_stage", claim_first=True)
 
+    def inferred(self, **options: Any) -> Inferred:
+        """The spec inferred from the probes (``options``: :func:`.infer.infer`'s), on the
+        graph the quantizer's passes produce when a caller's pass reproduces them."""
         pipeline = self.recorder.pipeline
-        inferred = infer(
+        return infer(
             self.probed,
             self.unit_names,
             self.name,
             self.recorder.graph_inputs,
             rewritten=pipeline is not None,
             qat=self.qat,
-            claim_first=True,
+            **options,
         )
-        if not any(dict(e.policy).get("claim_stage") for e in _entries(inferred)):
+
+    def variant(self, text: str, key: str, **options: Any) -> str | None:
+        """The spec inferred with ``options``, or ``None`` when no entry of it sets the policy
+        ``key`` they are for (it would be ``text``'s spec again); it runs the graph-order
+        spec's passes, and keeps the input sharing ``text`` verified best with
+        (``input_sharing`` is written only when it is torchao's ``qspec``)."""
+        from backend_spec.export import dump
+
+        inferred = self.inferred(**options)
+        if not any(dict(e.policy).get(key) for e in _entries(inferred)):
             return None
-        if pipeline is not None:  # the same passes as the graph-order spec
+        pipeline = self.recorder.pipeline
+        if pipeline is not None:
             inferred.backend_config = _with_passes(inferred.backend_config, pipeline[1])
-        claimed = dump(inferred.backend_config, self.fmt, name=self.name)
         sharing = "input_sharing" in text and _with_input_sharing(inferred, self.fmt, self.name)
-        return sharing or claimed
+        return sharing or dump(inferred.backend_config, self.fmt, name=self.name)
 
     def check_neighbours(self, candidate: Callable[[], Any], result: QuantizerExport) -> list:
         """The neighbour and consumer probes (those that were run) under the spec's
