@@ -120,6 +120,62 @@ def test_observer_names_are_the_ones_torch_picks():
     assert reuse.attr_name_finder("a.b_")(module) == get_new_attr_name_with_prefix("a.b_")(module)
 
 
+#: Steps between two asks for a name: add the name asked for (as ``_insert_obs_or_fq``
+#: does), or change the module otherwise (each must send the search back to 0 or keep it
+#: right).
+STEPS = (
+    "add",
+    "add",
+    "add",
+    ("delete", 1),
+    "add",
+    "add",
+    ("delete", 0),
+    ("other", "x"),
+    "add",
+    ("buffer", 7),
+    "add",
+    "add",
+    ("delete", 2),
+    ("other", "y"),
+    "add",
+    "add",
+    # the name asked for added, a lower one removed and another submodule added: the module
+    # holds one submodule more, as after "add" alone, but its newest is not that name
+    ("swap", 1, "z"),
+    "add",
+    "add",
+)
+
+
+def test_observer_names_stay_torchs_as_the_module_changes_between_asks():
+    """The search after the last name handed out gives torch's name after every kind of change:
+    names added as asked, removed below it, other submodules and buffers added."""
+    from torch.ao.quantization.fx.utils import get_new_attr_name_with_prefix
+
+    module = torch.nn.Module()
+    find = reuse.attr_name_finder("obs_")
+    names = []
+    for step in STEPS:
+        expected = get_new_attr_name_with_prefix("obs_")(module)
+        name = find(module)
+        assert name == expected, (step, names)
+        names.append(name)
+        if step == "add":
+            setattr(module, name, torch.nn.Identity())
+        elif step[0] == "delete":
+            delattr(module, f"obs_{step[1]}")
+        elif step[0] == "other":
+            setattr(module, step[1], torch.nn.Identity())
+        elif step[0] == "swap":
+            setattr(module, name, torch.nn.Identity())
+            delattr(module, f"obs_{step[1]}")
+            setattr(module, step[2], torch.nn.Identity())
+        else:
+            module.register_buffer(f"obs_{step[1]}", torch.zeros(1))
+    assert len(set(names)) < len(names)  # names freed by a removal were handed out again
+
+
 def test_the_cache_is_bounded(monkeypatch):
     monkeypatch.setattr(reuse, "MAX_PATTERNS", 0)
     monkeypatch.setattr(reuse, "_patterns", {})

@@ -23,7 +23,8 @@ on its large probe suite, and none depends on the model or the quantizer:
   ``activation_post_process_N`` with the lowest free ``N``, found by ``hasattr`` from 0 up:
   quadratic in the number of observers, seconds on the suite. :func:`reused_patterns` swaps
   in a search that gives the same name but looks in the module's submodules (where observers
-  live) before falling back to ``hasattr``.
+  live) before falling back to ``hasattr``, and starts after the name it handed out last
+  when the module has changed only by that name since.
 * **Sequential partitions.** torchao's ``find_sequential_partitions`` (X86's conv-bn-add-relu,
   LiteRT's fusions) tries every combination of one partition per op type, the product of
   their counts: on the suite's hundreds of convs, batch norms, adds and relus, minutes.
@@ -46,6 +47,7 @@ import itertools
 import sys
 import threading
 import types
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -374,22 +376,38 @@ def _input_key(value: Any) -> tuple | None:
     return None
 
 
+#: module -> prefix -> (the index after the last name handed out, the sizes of the module's
+#: dicts with that name added as a submodule, that name): where the next search may start.
+_NAMED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def attr_name_finder(prefix: str) -> Callable[[torch.nn.Module], str]:
     """``torch.ao.quantization.fx.utils.get_new_attr_name_with_prefix``, the same name faster:
     the lowest ``prefix + str(i)`` that ``module`` lacks. A name among its submodules,
     parameters, buffers or instance attributes is one it has (checked in dicts, without the
-    ``__getattr__`` call ``hasattr`` makes); any other is asked of ``hasattr`` as before."""
+    ``__getattr__`` call ``hasattr`` makes); any other is asked of ``hasattr`` as before.
+
+    The search starts after the name last handed out for ``module`` when all that changed
+    since is that name added as its newest submodule (``_insert_obs_or_fq`` sets it at once):
+    then nothing was removed, every lower name is still taken, and the lowest free one lies
+    above. Any other change (a removal, another addition) searches from 0 again."""
     prefix = prefix.replace(".", "_")
 
     def get_new_attr_name(module: torch.nn.Module) -> str:
         own = vars(module)
         modules, params = own.get("_modules") or {}, own.get("_parameters") or {}
         buffers = own.get("_buffers") or {}
-        for i in itertools.count():
+        sizes = (len(modules), len(own), len(params), len(buffers))
+        state = _NAMED.setdefault(module, {}).get(prefix)
+        start = 0
+        if state is not None and state[1] == sizes and next(reversed(modules), None) == state[2]:
+            start = state[0]
+        for i in itertools.count(start):
             name = f"{prefix}{i}"
             if name in modules or name in own or name in params or name in buffers:
                 continue
             if not hasattr(module, name):
+                _NAMED[module][prefix] = (i + 1, (sizes[0] + 1, *sizes[1:]), name)
                 return name
         raise AssertionError("unreachable")
 
