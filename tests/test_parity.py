@@ -158,7 +158,7 @@ def test_policy_values_are_the_formats() -> None:
 
     # ``when`` (version 7) is the one policy key whose value is a mapping, and
     # ``annotation_stage`` (version 8) the one that is a number, not a word
-    assert (*POLICY_VALUES, "when", "annotation_stage") == POLICY_KEYS
+    assert (*POLICY_VALUES, "when", "annotation_stage", "claim_stage") == POLICY_KEYS
     for key, values in POLICY_VALUES.items():
         # a plain Literal: null is refused (BS217), not read as "absent"
         literal = PatternModel.model_fields[key].annotation
