@@ -225,30 +225,33 @@ def _conv_bn_plus_linear() -> tuple[nn.Module, tuple]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("factory", "written"),
+    ("factory", "written", "models"),
     [
         # X86 annotates conv-bn-add-relu as one unit: four ops, the complex format.
-        ("x86_qat", "pattern_complex_format: [nn.ReLU, [operator.add, [nn.BatchNorm2d,"),
+        ("x86_qat", "pattern_complex_format: [nn.ReLU, [operator.add, [nn.BatchNorm2d,", ()),
         # Arm-inductor annotates conv-bn-add and leaves the relu to itself: three ops, a
         # forward pattern, matched from a conv module as Arm leaves a called conv float.
-        ("arm_inductor_qat", "- pattern: [nn.Conv2d, nn.BatchNorm2d, operator.add]\n"),
-        # Its per-type Linear pass claims Linear + add before conv-bn-add: claim stages.
-        ("x86_qat_linear_float", "claim_stage: 0"),
+        ("arm_inductor_qat", "- pattern: [nn.Conv2d, nn.BatchNorm2d, operator.add]\n", ()),
+        # Its per-type Linear pass claims Linear + add before conv-bn-add: claim stages, on
+        # the model where both chains end at one add (the one that tells them apart).
+        ("x86_qat_linear_float", "claim_stage: 0", ("conv_bn_plus_linear",)),
     ],
 )
-def test_a_qat_config_fusing_conv_bn_add_exports_and_matches(tmp_path, factory, written):
+def test_a_qat_config_fusing_conv_bn_add_exports_and_matches(tmp_path, factory, written, models):
     """X86's and Arm-inductor's QAT configs export, verified in the QAT flow, with their
     conv-bn-add chain (and X86's per-type Linear pass claiming first), and train like the
-    originals on models the export never saw."""
+    originals on models the export never saw (``models``; by default two ResNet blocks and
+    the parity net ``residual``)."""
     done, out = export(tmp_path, f"{FIXTURES / 'qat_conv_bn_add.py'}:{factory}")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "in the QAT flow" in done.stderr
     assert written in out.read_text()
-    models = [
-        ("two_blocks", _two_blocks),
-        *named_models("residual"),
-        ("conv_bn_plus_linear", _conv_bn_plus_linear),
-    ]
+    unseen = {
+        "two_blocks": _two_blocks,
+        "residual": dict(named_models("residual"))["residual"],
+        "conv_bn_plus_linear": _conv_bn_plus_linear,
+    }
+    models = [(name, unseen[name]) for name in models or ("two_blocks", "residual")]
     assert qat_differences(out, fixture("qat_conv_bn_add", factory), models) == []
 
 
