@@ -24,10 +24,10 @@ Rules are already sorted longest chain first, then in spec order. Matching mirro
 ``_find_matches``: nodes are visited in reverse, a chain is matched backwards from its last op,
 each earlier op must be ``args[0]`` of the next one and have exactly one user, and a node is
 claimed by the first rule that matches it (with ``claim_stage``, spec_version 10, one such
-walk per stage, lowest first, on the nodes earlier stages left). Annotation then mirrors FX's observer insertion
-(``prepare_fx``): input edges of the first node, the output of the last one, reuse of an
-already observed producer (a ``SharedQuantizationSpec``), and input/output sharing for ops
-such as ``cat`` and ``max_pool2d``. A rule's :class:`Policy` (spec_version 3) changes that
+walk per stage, lowest first, on the nodes earlier stages left). Annotation then mirrors FX's
+observer insertion (``prepare_fx``): input edges of the first node, the output of the last
+one, reuse of an already observed producer (a ``SharedQuantizationSpec``), and input/output
+sharing for ops such as ``cat`` and ``max_pool2d``. A rule's :class:`Policy` (spec_version 3) changes that
 where a hand-written pt2e Quantizer places observers otherwise: outputs left float, the other
 input of conv + add, quantizing only after quantized producers or before quantized consumers.
 """
