@@ -27,9 +27,10 @@ claimed by the first rule that matches it (with ``claim_stage``, spec_version 10
 walk per stage, lowest first, on the nodes earlier stages left). Annotation then mirrors FX's
 observer insertion (``prepare_fx``): input edges of the first node, the output of the last
 one, reuse of an already observed producer (a ``SharedQuantizationSpec``), and input/output
-sharing for ops such as ``cat`` and ``max_pool2d``. A rule's :class:`Policy` (spec_version 3) changes that
-where a hand-written pt2e Quantizer places observers otherwise: outputs left float, the other
-input of conv + add, quantizing only after quantized producers or before quantized consumers.
+sharing for ops such as ``cat`` and ``max_pool2d``. A rule's :class:`Policy` (spec_version 3)
+changes that where a hand-written pt2e Quantizer places observers otherwise: outputs left
+float, the other input of conv + add, quantizing only after quantized producers or before
+quantized consumers.
 """
 
 from __future__ import annotations
