@@ -266,6 +266,29 @@ def test_a_consumer_claimed_float_makes_consumers_quantizable_and_a_float_entry(
         assert config.mapping("input_dtype").dtype == torch.float
 
 
+@pytest.mark.parametrize("producer", ["dynamic", "static"])
+def test_an_op_quantized_after_a_dynamic_anchor_makes_the_anchors_output_count(producer):
+    """A pool, float alone, quantized statically after a Linear quantized dynamically (a
+    static X86 composed after a dynamic one): the dynamic anchor's float output counts as
+    quantized for it (``output: if_consumer_quantized``). After a static producer the pool
+    says nothing of the dynamic anchors."""
+    dynamic = {**QSPEC, "observer": "PlaceholderObserver", "is_dynamic": True}
+    linear = _node(LINEAR, {"0": dynamic, "1": QSPEC})
+    shared = {"kind": "shared", "with": "input:0"}
+    producer_node = linear if producer == "dynamic" else _node(LINEAR, {"0": QSPEC, "1": QSPEC})
+    pool = "aten.max_pool2d.default"
+    probed = {
+        "alone": {LINEAR: _unit([linear]), pool: _unit([_node(pool, annotated=False)])},
+        "pre": {pool: {**_unit([_node(pool, {"0": QSPEC}, shared)]), "pre": [producer_node]}},
+    }
+    names = {LINEAR: ("F.linear",), pool: ("F.max_pool2d",)}
+    backend = backend_of(infer(probed, names, "t").backend_config)
+    by_op = {entry.aten[0][0][0]: entry for entry in backend}
+    counts = dict(by_op[LINEAR].policy).get("output") == "if_consumer_quantized"
+    assert counts is (producer == "dynamic")
+    assert dict(by_op[pool].policy)["quantize"] == "if_input_quantized"
+
+
 @pytest.mark.parametrize("outranks", [True, False], ids=["linear_add_first", "conv_add_claims"])
 def test_linear_chains_that_claim_conv_plus_linear_come_first(outranks):
     """conv(x) + linear(y) annotated as the float linear + add probe's add (annotated, no
@@ -309,6 +332,38 @@ EXPORTS = [
     ("x86_dynamic", ("spec_version: 8", "is_dynamic: true", "output: if_consumer_quantized")),
     ("xnnpack_dynamic", ("spec_version: 8", "when: {weight.shape.1: 1}")),
 ]
+
+
+class _LinearPooled(torch.nn.Module):
+    """cat(pool(fc(x)), conv(x)) -> flatten -> Linear: pools and cat after a dynamic Linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc, self.conv = torch.nn.Linear(4, 4), torch.nn.Conv2d(3, 3, 1)
+        self.head = torch.nn.Linear(192, 5)
+
+    def forward(self, x):
+        pooled = torch.nn.functional.max_pool2d(self.fc(x), 1)
+        merged = torch.cat([torch.nn.functional.avg_pool2d(pooled, 1), self.conv(x)], 1)
+        return self.head(torch.flatten(merged, 1))
+
+
+def _linear_pooled():
+    torch.manual_seed(0)
+    return _LinearPooled().eval(), (torch.randn(2, 3, 8, 4),)
+
+
+@pytest.mark.slow
+def test_a_static_x86_composed_after_a_dynamic_linear_exports_and_matches(tmp_path):
+    """The composition quantizes statically the pools and cat after a dynamic Linear: the
+    exported spec's dynamic anchors say ``output: if_consumer_quantized``, and it matches
+    the original on a net of its own and the unseen models."""
+    done, out = export(tmp_path, f"{FIXTURES / 'neighbours.py'}:x86_dynamic_linear_then_static")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "verified:" in done.stderr
+    assert "output: if_consumer_quantized" in out.read_text()
+    models = [("linear_pooled", _linear_pooled), *unseen()]
+    assert differences(out, _neighbours("x86_dynamic_linear_then_static"), models) == []
 
 
 @pytest.mark.slow

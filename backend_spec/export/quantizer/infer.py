@@ -1271,10 +1271,14 @@ def _scalar_observations(probed: dict[str, Any]) -> dict[str, Any]:
 
 
 def _dynamic_propagation(probed: dict[str, Any]) -> set[str]:
-    """The single ops, float alone, that are quantized with a dynamic input qspec after a
-    quantized producer: dynamic qspecs propagate through them (X86's dynamic config through
-    pools and cat). Their entries' dtype configs are dynamic with a quantized output (version
-    8), and the dynamic anchors' float outputs count as quantized for them."""
+    """The single ops, float alone, that a dynamic anchor's float output counts as a quantized
+    producer for (``output: if_consumer_quantized`` on the dynamic anchors):
+    - those quantized with a dynamic input qspec after a quantized producer: dynamic qspecs
+      propagate through them (X86's dynamic config through pools and cat), and their entries'
+      dtype configs are dynamic with a quantized output (version 8);
+    - those quantized with any qspec after a producer quantized dynamically: a static X86
+      composed after a dynamic one (``ComposableQuantizer``) takes the dynamic Linear for a
+      quantized pattern and quantizes the pool after it statically."""
     alone = probed.get("alone") or {}
     found = set()
     for context in ("pre", "mixed", "pre_post"):  # flatten: only before a quantizable consumer
@@ -1282,9 +1286,18 @@ def _dynamic_propagation(probed: dict[str, Any]) -> set[str]:
             ops = unit.get("ops", [])
             if len(ops) != 1 or annotated(alone.get(key, {}).get("ops", [])):
                 continue
-            if any(q and q.get("is_dynamic") for q in ops[0]["inputs"].values()):
+            dynamic_input = any(q and q.get("is_dynamic") for q in ops[0]["inputs"].values())
+            if dynamic_input or (annotated(ops) and _dynamic_producers(unit)):
                 found.add(ops[0]["target"])
     return found
+
+
+def _dynamic_producers(unit: dict[str, Any]) -> bool:
+    """Whether a probe's producers are all quantized dynamically (a dynamic input qspec)."""
+    producers = unit.get("pre", [])
+    return bool(producers) and all(
+        any(q and q.get("is_dynamic") for q in op["inputs"].values()) for op in producers
+    )
 
 
 def _upstream_readers(probed: dict[str, Any]) -> set[str]:
