@@ -509,6 +509,13 @@ PTQ_FAKE_QUANT_WITHOUT_ONE = _register(
     "`fake_quant: observer` (version 10: it has none, QAT observes with the observer itself): "
     "PTQ observes with the observer either way, so `ptq_fake_quant` has no effect.",
 )
+INERT_OWN_QCONFIG = _register(
+    "BS551",
+    "inert-own-qconfig",
+    W,
+    "`qconfig: own` (version 11) on a one-op pattern: the QConfig of its op is its own "
+    "already (an op's own entry decides it), so the key has no effect.",
+)
 RULE_CRASHED = _register(
     "BS599",
     "rule-crashed",

@@ -119,7 +119,7 @@ def test_misuse_and_bad_specs(tmp_path: Path) -> None:
 # -- version 2 keys: the whole form is compared -------------------------------------------------
 
 V2_BASE = """\
-spec_version: 10
+spec_version: 11
 name: npu
 dtype_configs:
   act:
@@ -171,6 +171,8 @@ V2_CASES = {
     "averaging_constant": ("input_dtype: {dtype: quint8", "0.5", "1"),
     # version 10
     "claim_stage": ("    dtype_configs: [act]", "2", "1"),
+    # version 11
+    "qconfig": ("    dtype_configs: [act]", "own", "first_op"),
 }
 
 

@@ -291,13 +291,32 @@ def _entries(
         for dtype_config, facts in zip(config.dtype_configs, entry.dtype_configs, strict=True):
             described = describe(facts)
             weight = partners.get(_activation_key(described), _DEFAULT_WEIGHT)
-            qconfig, reason = _cached_qconfig(described, reduce_range, weight)
-            if qat and qconfig is not None:
-                qconfig, reason = _cached_qat_qconfig(qconfig, described)
-            elif qconfig is not None:
-                qconfig, reason = _ptq_fake_quants(qconfig, described)
+            qconfig, reason = _built(described, reduce_range, weight, qat)
             entries.append(PatternQConfig(config, dtype_config, qconfig, reason, facts))
         yield config, entries
+
+
+def _built(described: Described, reduce_range: bool, weight: Any, qat: bool) -> tuple[Any, str]:
+    """(the QConfig built for one described DTypeConfig, or ``None``; why not)."""
+    qconfig, reason = _cached_qconfig(described, reduce_range, weight)
+    if qat and qconfig is not None:
+        return _cached_qat_qconfig(qconfig, described)
+    if qconfig is not None:
+        return _ptq_fake_quants(qconfig, described)
+    return qconfig, reason
+
+
+def own_qconfig(
+    dtype_configs: Iterable[ir.DTypeConfig], engine: str | None = None, *, qat: bool = False
+) -> Any:
+    """The QConfig of an entry's first usable DTypeConfig, built for it alone (pt2e's
+    ``qconfig: own``, version 11): not its first op's, which another entry may decide."""
+    reduce_range = engine in _REDUCE_RANGE_ENGINES
+    for dtype_config in dtype_configs:
+        qconfig, _reason = _built(_describe(dtype_config), reduce_range, _DEFAULT_WEIGHT, qat)
+        if qconfig is not None:
+            return qconfig
+    return None
 
 
 def own_observers(

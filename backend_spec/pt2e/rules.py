@@ -60,6 +60,11 @@ _FOLDED = ("aten.batch_norm.default", "aten._native_batch_norm_legit_no_training
 _FOLD_INTO = ("aten.conv", "aten.linear")
 
 
+#: Why a rule is float when its first op's QConfig, decided by another entry, meets none of
+#: its dtype configs (``qconfig: own``, version 11, quantizes it with its own).
+UNSATISFIED = "the QConfig of its first op satisfies none of its dtype configs"
+
+
 @dataclass
 class Report:
     """What the compiler made of a spec: rules, skipped entries with reasons, conflicts."""
@@ -318,13 +323,13 @@ class _Compiler:
             )
         effective = qat_swap(effective, self.by_pattern) if self.qat else effective
         qconfig = self.op_qconfigs.get(root_op)
+        if dict(effective.policy).get("qconfig") == "own":  # version 11: the entry's own QConfig
+            qconfig = qconfigs.own_qconfig(effective.dtype_configs, self.engine, qat=self.qat)
         if qconfig is None:
             return self.float_rule("no QConfig satisfies any of its dtype configs")
         chosen = next((dc for dc in effective.dtype_configs if self.satisfies(qconfig, dc)), None)
         if chosen is None:
-            return self.float_rule(
-                "the QConfig of its first op satisfies none of its dtype configs"
-            )
+            return self.float_rule(UNSATISFIED)
         act, dynamic = self.observer_spec(qconfig.activation)
         observation = _OBSERVATIONS[effective.get("observation_type")]
         # A dynamic config with a quantized output observes the output with the input's dynamic

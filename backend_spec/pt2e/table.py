@@ -72,6 +72,10 @@ class Policy:
       chain first, then spec order), so a rule of an earlier pass claims nodes before a
       longer rule of a later one (X86InductorQuantizer annotates a per-type config before the
       global one: Linear + add before conv + BatchNorm + add).
+    * ``qconfig``: ``first_op`` (FX: the rule is quantized with the QConfig of its first op,
+      which that op's own entry decides) or (spec_version 11) ``own``: with the QConfig of
+      the entry's own first usable dtype config (a static XNNPACK composed after a dynamic one
+      quantizes conv + relu statically, a lone conv dynamically).
     """
 
     quantize: str = "always"
@@ -87,6 +91,7 @@ class Policy:
     when: tuple[tuple[str, Any], ...] = ()
     annotation_stage: int = 0
     claim_stage: int = 0
+    qconfig: str = "first_op"
 
 
 #: Every policy key with its allowed values, the default first (the spec format's source too).
@@ -101,6 +106,7 @@ POLICY_VALUES: dict[str, tuple[str, ...]] = {
     "bias_qspec": ("float", "derived", "derived_narrow"),
     "input_observer": ("own", "upstream", "upstream_only"),
     "producers": ("split", "join"),
+    "qconfig": ("first_op", "own"),
 }
 
 

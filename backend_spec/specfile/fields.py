@@ -214,7 +214,8 @@ CALIBRATING_OBSERVERS: tuple[str, ...] = ("minmax", "moving_average_minmax")
 #: then the version 3 policy keys, then the version 4 ``bias_qspec``, then the version 5
 #: ``input_observer`` and ``producers``, then the version 7 ``when`` (argument conditions),
 #: then the version 8 ``annotation_stage`` (the order in which entries annotate), then the
-#: version 10 ``claim_stage`` (the order in which entries claim nodes).
+#: version 10 ``claim_stage`` (the order in which entries claim nodes), then the version 11
+#: ``qconfig`` (whose QConfig quantizes the entry).
 PT2E_PATTERN_FIELDS: tuple[str, ...] = (
     "aten",
     "quantize",
@@ -230,6 +231,7 @@ PT2E_PATTERN_FIELDS: tuple[str, ...] = (
     "when",
     "annotation_stage",
     "claim_stage",
+    "qconfig",
 )
 
 #: The pt2e keys of the whole spec (no torch field; version 5): ``graph_inputs``, the dtype

@@ -56,6 +56,7 @@ _V7 = {"x-since": 7}
 _V8 = {"x-since": 8}
 _V9 = {"x-since": 9}
 _V10 = {"x-since": 10}
+_V11 = {"x-since": 11}
 
 #: The most passes a ``transform_for_annotation`` pipeline (version 8) lists.
 MAX_PASSES = 16
@@ -818,6 +819,16 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
         strict=True,
     )
 
+    qconfig: Literal["first_op", "own"] = Field(  # type: ignore[assignment]  # None: unset; null is refused
+        None,
+        description="pt2e (version 11): whose QConfig quantizes the entry's nodes: first_op "
+        "(default, FX: the QConfig of its first op, which that op's own entry decides, so a "
+        "chain whose dtype configs it does not satisfy stays float) or own: the QConfig of the "
+        "entry's own first usable dtype config (a static XNNPACK composed after a dynamic one "
+        "quantizes conv + relu statically and a lone conv dynamically).",
+        json_schema_extra=_V11,
+    )
+
     _not_null = field_validator(*PT2E_PATTERN_FIELDS, mode="before")(refuse_null)
 
     @model_validator(mode="after")
@@ -869,10 +880,10 @@ class SpecModel(_Strict):
         json_schema_extra={"patternProperties": {"^x-": {}}},
     )
 
-    spec_version: Literal[1, 2, 3, 4, 5, 6, 7, 8, 9, 10] = Field(
+    spec_version: Literal[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11] = Field(
         1,
-        description="The format version: 1 (default), 2, 3, 4, 5, 6, 7, 8, 9 or 10 for the keys "
-        "marked x-since 2 / 3 / 4 / 5 / 6 / 7 / 8 / 9 / 10.",
+        description="The format version: 1 (default), 2, 3, 4, 5, 6, 7, 8, 9, 10 or 11 for the "
+        "keys marked x-since 2 / 3 / 4 / 5 / 6 / 7 / 8 / 9 / 10 / 11.",
     )
 
     @field_validator("spec_version", mode="before")

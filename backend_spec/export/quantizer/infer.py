@@ -28,6 +28,7 @@ from backend_spec.export.quantizer.probe import (
     LINEAR_CHAINS,
     OVER_CONV,
     PRODUCER_NAMES,
+    THIN_CHAIN,
     functional_chain,
     functional_name,
     functional_tail,
@@ -158,7 +159,8 @@ def infer(
             builder.single(key, names[0], probed, spellings.get(key, []))
         else:
             fusions.append((key, names))
-    builder.thin_float = _thin_convs_float(probed)
+    thin = _thin_convs_apart(probed)
+    builder.thin_float = thin == []
     builder.inferred.gaps += _depthwise_gaps(probed)
     builder.fusion_keys = [key for key, _names in fusions]
     for key, names in fusions:
@@ -177,8 +179,9 @@ def infer(
         else:
             builder.fusion(key, names, probed, spelled)
     builder.claimed(unit_names)
-    if builder.thin_float:
-        builder.thin_twin(probed)
+    if thin is not None:
+        builder.thin_twin(thin)
+    builder.thin_chains(probed, fusions)
     return builder.result()
 
 
@@ -230,7 +233,7 @@ class _Builder:
             chosen = self.named(config, label, by_pattern, table)
             if chosen is not None:
                 by_pattern[chosen.pattern] = table[chosen.key] = chosen
-        entries = tuple(table.values())
+        entries = _own_qconfigs(tuple(table.values()), self.name, self.qat)
         self.inferred.backend_config = lower(Backend(self.name, entries, self.graph_inputs_config))
         return self.inferred
 
@@ -376,12 +379,13 @@ class _Builder:
                 self.seen_chains.add(target)
                 self.entry(target, [target], list(names), floating, observation, {}, True)
 
-    def thin_twin(self, probed: dict[str, Any]) -> None:
-        """A float conv2d entry, before the conv's own, matched only where the weight has one
-        input channel per group (version 8 ``when: {weight.shape.1: 1}``): dynamic XNNPACK's
-        ``_do_annotate_conv`` skips depthwise convs and convs of one-channel inputs (its
-        test, ``is_depthwise_conv``, reads the weight's dimension 1), which the
-        ``#depthwise`` and ``#one_channel`` probes show."""
+    def thin_twin(self, ops: list[dict[str, Any]]) -> None:
+        """A conv2d entry, before the conv's own, matched only where the weight has one
+        input channel per group (version 8 ``when: {weight.shape.1: 1}``), annotated as the
+        ``#depthwise`` and ``#one_channel`` probes' ``ops`` are (float when there are none):
+        dynamic XNNPACK's ``_do_annotate_conv`` skips depthwise convs and convs of
+        one-channel inputs (its test, ``is_depthwise_conv``, reads the weight's dimension 1),
+        and a static XNNPACK composed after it quantizes those statically."""
         target = _CONV2D
         taken = {key_of(_resolve_exact([n])) for n in _CONV2D_NAMES} & {
             c.key for _n, _p, c, _l in self.configs
@@ -390,15 +394,58 @@ class _Builder:
         if not names or f"{target}#thin" in self.seen_chains:
             return
         self.seen_chains.add(f"{target}#thin")
-        floating = _dtype_config(_FLOAT, _FLOAT, DTypeMapping(), None)
-        observation = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
         policy = {"when": ((_THIN, 1),)}
         # Spelled exactly (a pattern key of its own beside the conv's entry), yet matched
         # through the ATen chain however the model wrote the conv.
-        self.entry(f"{target}#thin", [target], names, floating, observation, policy, False, True)
+        count = len(self.configs)
+        if ops:
+            self.add([target], names, ops[0], ops[-1], policy, False, True)
+        else:
+            floating = _dtype_config(_FLOAT, _FLOAT, DTypeMapping(), None)
+            observation = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
+            label = f"{target}#thin"
+            self.entry(label, [target], names, floating, observation, policy, False, True)
+        if len(self.configs) > count:  # else nothing the format can say (a gap says why)
+            self.through_aten([target])
+
+    def through_aten(self, targets: list[str]) -> None:
+        """The entry added last, spelled exactly (a pattern key of its own), matched through
+        its ATen chain however the model wrote it."""
         length, priority, config, label = self.configs[-1]
-        aten = ((tuple(_alternatives(target)),),)
+        aten = (tuple(tuple(_alternatives(t)) for t in targets),)
         self.configs[-1] = (length, priority, replace(config, aten=aten), label)
+
+    def thin_chains(self, probed: dict[str, Any], fusions: list[tuple[str, Any]]) -> None:
+        """A twin of each conv2d chain, before it, matched only where the conv has one input
+        channel per group (``when: {weight.shape.1: 1}``), when the chain's ``#thin`` probe
+        is fused otherwise than the chain: a static XNNPACK composed after a dynamic one
+        fuses conv + ReLU6 there, where the dynamic part left the conv, while it quantizes a
+        wider conv dynamically and only the ReLU6 statically."""
+        alone = probed.get("alone") or {}
+        taken = {c.key for _n, _p, c, _l in self.configs}
+        for key, names in fusions:
+            variant = alone.get(f"{key}#{THIN_CHAIN}", {}).get("ops", [])
+            _context, ops = _first_annotated(probed, key)
+            if len(variant) < 2 or not annotated(variant) or not _one_pattern(variant):
+                continue
+            if _qspecs(variant) == _qspecs(ops):
+                continue
+            folded = len(names) > len(variant)  # PTQ folds the BatchNorm into the conv
+            kept = [n for n in names if "BatchNorm" not in n] if folded else names
+            spellings = (tuple(kept), functional_chain(tuple(kept)), functional_tail(tuple(kept)))
+            free = [s for s in spellings if key_of(_resolve_exact(list(s))) not in taken]
+            targets = [o["target"] for o in variant]
+            if len(kept) != len(variant) or not free:
+                self.gap(">".join(targets), "its thin-conv twin has no spelling of its own left")
+                continue
+            policy: dict[str, Any] = {"when": ((_THIN, 1),)}
+            if any(_extra_inputs(o) for o in variant[1:]):
+                policy.update(extra_inputs="quantized", chain_input="any")
+            count = len(self.configs)
+            self.add(targets, list(free[0]), variant[0], variant[-1], policy, False, True)
+            if len(self.configs) > count:
+                taken.add(self.configs[-1][2].key)
+                self.through_aten(targets)
 
     def introduced(self, ops: list[dict[str, Any]]) -> None:
         """An entry, named by its ATen op, for each annotated op of a unit that the graph
@@ -429,12 +476,13 @@ class _Builder:
             return
         if len(ops) < 2:
             return
-        inner = [o for o in ops[:-1] if o["output"] is not None]
-        if inner:  # each op keeps its own output: the single-op entries already say it
+        if not _one_pattern(ops):  # each op keeps its own qspecs: the single-op entries say it
             return
-        if self.thin_float and _first_op_only(probed, ops):
+        thin = _thin_variant(probed, key)
+        if _first_op_only(probed, ops) and (self.thin_float or (thin and thin != _qspecs(ops))):
             # The conv alone, annotated as a lone conv (dynamic XNNPACK): its own entry says
-            # it, with the float twin that leaves one-channel-per-group convs float.
+            # it, with the twin that leaves one-channel-per-group convs float (or to a static
+            # quantizer composed after it, which the chain's thin probe shows).
             return
         targets = [o["target"] for o in ops]
         kept = [n for n in names if "BatchNorm" not in n] if len(names) > len(ops) else list(names)
@@ -837,14 +885,39 @@ _CONV2D_NAMES = ("nn.Conv2d", "F.conv2d")
 _THIN = "weight.shape.1"
 
 
-def _thin_convs_float(probed: dict[str, Any]) -> bool:
-    """Whether a lone conv2d is quantized but both of its one-channel-per-group variants
-    (:data:`.probe.CONV_VARIANTS`) are left float."""
+def _thin_convs_apart(probed: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The ops of conv2d's one-channel-per-group variants (:data:`.probe.CONV_VARIANTS`)
+    when both are annotated alike and otherwise than a lone conv2d, which is quantized: ``[]``
+    when both are left float (dynamic XNNPACK), their ops when both are quantized alike
+    (a static XNNPACK composed after it); ``None`` otherwise."""
     alone = probed.get("alone") or {}
     variants = [alone.get(f"{_CONV2D}#{suffix}") for suffix in ("depthwise", "one_channel")]
-    if any(v is None for v in variants) or not annotated(alone.get(_CONV2D, {}).get("ops", [])):
-        return False
-    return not any(annotated(v.get("ops", [])) for v in variants)
+    lone = alone.get(_CONV2D, {}).get("ops", [])
+    if any(v is None for v in variants) or not annotated(lone):
+        return None
+    depthwise, one_channel = (v.get("ops", []) for v in variants)
+    if not any(annotated(ops) for ops in (depthwise, one_channel)):
+        return []
+    if not (annotated(depthwise) and annotated(one_channel)) or len(depthwise) != 1:
+        return None
+    seen = [_activation_qspecs(ops[0]) for ops in (lone, depthwise, one_channel)]
+    return depthwise if seen[1] == seen[2] != seen[0] else None
+
+
+def _thin_variant(probed: dict[str, Any], key: str) -> list[str]:
+    """The activation qspecs of a chain's ``#thin`` probe (its conv of one input channel per
+    group), op by op; empty when it was not probed."""
+    return _qspecs((probed.get("alone") or {}).get(f"{key}#{THIN_CHAIN}", {}).get("ops", []))
+
+
+def _qspecs(ops: list[dict[str, Any]]) -> list[str]:
+    return [_activation_qspecs(op) for op in ops]
+
+
+def _activation_qspecs(op: dict[str, Any]) -> str:
+    """An op's activation input and output qspecs as text (a weight observer built per node,
+    nncf's, differs between any two convs)."""
+    return json.dumps([op["inputs"].get("0"), op["output"]], sort_keys=True)
 
 
 def _depthwise_gaps(probed: dict[str, Any]) -> list[Gap]:
@@ -862,10 +935,7 @@ def _depthwise_gaps(probed: dict[str, Any]) -> list[Gap]:
         return []
     # The activation's qspecs only: a weight observer built per node (nncf's, from that
     # node's weight) differs between any two convs, which this gap is not about.
-    activation = [
-        json.dumps([ops[0]["inputs"].get("0"), ops[0]["output"]], sort_keys=True)
-        for ops in (depthwise, one_channel)
-    ]
+    activation = [_activation_qspecs(ops[0]) for ops in (depthwise, one_channel)]
     if activation[0] == activation[1]:
         return []
     shown = [_input_observer(ops[0]) for ops in (depthwise, one_channel)]
@@ -1018,9 +1088,19 @@ def _meets(ops: list[dict[str, Any]], when: dict[str, Any]) -> bool:
 
 
 def _fused(probed: dict[str, Any], key: str) -> bool:
-    """Whether a chain's probes show it annotated as one pattern (no inner output qspec)."""
+    """Whether a chain's probes show it annotated as one pattern."""
     _context, ops = _first_annotated(probed, key)
-    return len(ops) > 1 and all(o["output"] is None for o in ops[:-1])
+    return len(ops) > 1 and _one_pattern(ops)
+
+
+def _one_pattern(ops: list[dict[str, Any]]) -> bool:
+    """Whether a chain's ops are annotated as one pattern: no qspec inside it, neither on an
+    inner output nor on a later op's link input (position 0, the chain's link). A static
+    XNNPACK composed after a dynamic one annotates the add + relu after a dynamic conv on
+    its own, observing the conv's output as the add's input: two patterns, not a fusion."""
+    inner_outputs = any(o["output"] is not None for o in ops[:-1])
+    inner_links = any(o["inputs"].get("0") is not None for o in ops[1:])
+    return not (inner_outputs or inner_links)
 
 
 def _without_args(found: tuple[str | None, list[dict[str, Any]]]) -> tuple:
@@ -1399,6 +1479,43 @@ def _traces_to(pattern: Any) -> str | None:
     if not chain:
         return None
     return chain[0][0] if len(chain) == 1 else "..."
+
+
+def _own_qconfigs(entries: tuple[Entry, ...], name: str, qat: bool) -> tuple[Entry, ...]:
+    """``qconfig: own`` (version 11) on the entries whose first op's QConfig, decided by that
+    op's own entry, meets none of their dtype configs: a chain quantized otherwise than its
+    first op alone (a static XNNPACK composed after a dynamic one: conv + relu static, a lone
+    conv dynamic), which would otherwise stay float."""
+    from backend_spec import SPEC_VERSION
+    from backend_spec.pt2e.rules import UNSATISFIED, compile_rules, entry_labels
+
+    backend = Backend(name, entries, version=SPEC_VERSION)
+    table, _report = compile_rules(backend, qat=qat)
+    unmet = {rule.label for rule in table.rules if rule.reason == UNSATISFIED}
+    if not unmet:
+        return entries
+    return tuple(
+        replace(entry, policy=(*entry.policy, ("qconfig", "own")))
+        if label in unmet and _chain(entry) and _quantizes(entry)
+        else entry  # a one-op entry decides its own QConfig; a float one claims under any
+        for entry, label in entry_labels(backend)
+    )
+
+
+def _chain(entry: Entry) -> bool:
+    """Whether the entry's pattern has more than one op."""
+    from backend_spec.analysis.qconfigs import forward_ops
+
+    return len(forward_ops(entry.pattern, entry.get("pattern_complex_format")) or ()) > 1
+
+
+def _quantizes(entry: Entry) -> bool:
+    """Whether some dtype config of the entry quantizes its input or its weight."""
+    return any(
+        not (config.mapping(key).dtype or torch.float).is_floating_point
+        for config in entry.dtype_configs
+        for key in ("input_dtype", "weight_dtype")
+    )
 
 
 def _renamed(config: Entry, pattern: Any) -> Entry:

@@ -374,6 +374,7 @@ def probe_parts() -> tuple[SuiteParts, dict[str, tuple[str, ...]]]:
             parts.add(Branch(f"{context}:{unit.key}", unit.key, context), probe_module, inputs)
     _add_extra_units(parts, names)
     _add_variants(parts)
+    _add_thin_chains(parts)
     return parts, names
 
 
@@ -684,6 +685,49 @@ def _add_variants(parts: SuiteParts) -> None:
             Probe(module, widths, 0, "alone"),
             inputs,
         )
+
+
+#: The suffix of a conv2d chain's variant whose conv has one input channel per group.
+THIN_CHAIN = "thin"
+
+
+def _add_thin_chains(parts: SuiteParts) -> None:
+    """Each chain that starts with a conv2d, alone, with a conv of one input channel per group
+    (branch ``alone:CHAIN#thin``): a quantizer may fuse such a chain otherwise (dynamic
+    XNNPACK leaves those convs float, and a static one composed after it fuses them)."""
+    for unit, model, inputs, _output in _built_units():
+        if unit.names[0] != "nn.Conv2d" or len(unit.names) < 2 or "@" in unit.key:
+            continue
+        variant = _with_thin_conv(model)
+        if variant is not None:
+            key = f"{unit.key}#{THIN_CHAIN}"
+            widths = [_width(t) for t in inputs]
+            probe_module = Probe(variant, widths, 0, "alone")
+            parts.add(Branch(f"alone:{key}", key, "alone"), probe_module, inputs)
+
+
+def _with_thin_conv(model: nn.Module) -> nn.Module | None:
+    """A copy of ``model`` whose first conv2d is grouped to one input channel per group (same
+    channels, kernel and padding); ``None`` when its output channels do not allow it."""
+    import copy
+
+    made = copy.deepcopy(model)
+    for name, module in made.named_modules():
+        if type(module) is nn.Conv2d:
+            if module.out_channels % module.in_channels:
+                return None
+            thin = nn.Conv2d(
+                module.in_channels,
+                module.out_channels,
+                module.kernel_size,
+                stride=module.stride,
+                padding=module.padding,
+                groups=module.in_channels,
+                bias=module.bias is not None,
+            )
+            made.set_submodule(name, thin)
+            return made
+    return None
 
 
 def _width(tensor: Any) -> int:
