@@ -253,9 +253,12 @@ def test_export_infers_when_from_chains_of_one_aten_chain_annotated_apart():
     from backend_spec.ir.lower import backend_of
 
     conv = "aten.conv2d.default"
-    fused = [
+    fused = [  # EnnQuantizer's fused pattern: the conv's inputs, the activation's output
         {**_probe_op(conv, {"stride": 1}, None), "inputs": {"0": ACT_QSPEC}},
-        _probe_op("aten.hardtanh.default", {"min_val": 0.0, "max_val": 6.0}, ACT_QSPEC),
+        {
+            **_probe_op("aten.hardtanh.default", {"min_val": 0.0, "max_val": 6.0}, ACT_QSPEC),
+            "inputs": {},
+        },
     ]
     apart = [
         _probe_op(conv, {"stride": 1}, ACT_QSPEC),
