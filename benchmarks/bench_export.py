@@ -5,7 +5,11 @@
   config, verified in the QAT flow: issue 30),
   the probe suite built as every process builds it (it is never cached on disk: issue 27),
   against the issue's budget of 60 s per quantizer (ratio <= 1);
-* the share of that time spent building the suite.
+* the share of that time spent building the suite;
+* with executorch's Qualcomm backend importable, ``QnnQuantizer`` through the allow-listed
+  adapter of its 35-pass ``transform_for_annotation`` (``tests/fixtures/bespec_passes``),
+  timed to its refusal (the format lacks what it does to biases): its passes run on the
+  whole suite four times, on lazily recompiled graphs (``pt2e.runtime.lazily``).
 
 Both run the whole export (probe, infer, write, verify) through the library call the CLI makes.
 Run: ``.venv/bin/python benchmarks/bench_export.py [--quick] [--strict]`` (``make bench``;
@@ -96,6 +100,22 @@ def _timed(factory) -> float:
     return elapsed
 
 
+def _qnn_seconds() -> float | None:
+    """The export of QnnQuantizer with its pass adapter allow-listed, refused or not; ``None``
+    without executorch's Qualcomm backend."""
+    from pathlib import Path
+
+    if importlib.util.find_spec("executorch.backends.qualcomm") is None:
+        return None
+    fixtures = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
+    sys.path[:0] = [str(fixtures), str(fixtures / "quantizers")]
+    from delegates import qnn
+
+    start = time.perf_counter()
+    export_quantizer(qnn, name="qnn", allow_imports=("bespec_passes.qnn",))
+    return time.perf_counter() - start
+
+
 def _suite_seconds(qat: bool = False) -> float:
     """Building the probe suite (probes and ``torch.export``, in training mode for ``qat``), as
     every process does once per flow."""
@@ -119,6 +139,10 @@ def main() -> int:
         seconds = built + _timed(factory)
         ratio(f"export of {factory.__name__}", seconds / BUDGET_SECONDS, "the 60 s budget", 1.0)
         ratio(f"export of {factory.__name__}, suite building", built / seconds, "the export")
+    qnn = _qnn_seconds()
+    if qnn is not None:
+        seconds = suite + qnn
+        ratio("export of qnn (35 passes first)", seconds / BUDGET_SECONDS, "the 60 s budget", 1.0)
     return exit_code()
 
 

@@ -218,7 +218,7 @@ class TableQuantizer(Quantizer):
         then ``scalars: tensor``: number arguments of those rules' first ops become
         constants (of the graph the passes produced)."""
         for graph_pass in self.passes:
-            model = graph_pass(model)
+            model = lazily(graph_pass, model)
         if self._scalar_targets:
             _scalars_to_tensors(model, self._scalar_targets)
         return model
@@ -883,3 +883,23 @@ def _shares_in_graph(first_input: torch.fx.Node, dtype: str | None) -> bool:
     """FX's ``_is_observer_in_same_graph``: a uint8 op reading a graph input keeps separate
     input and output observers instead of sharing one."""
     return not (dtype == "uint8" and first_input.op == "placeholder")
+
+
+def lazily(transform: Any, model: Any) -> Any:
+    """``transform(model)`` (a graph pass) on a lazily recompiled view of ``model``: same
+    graph, submodules and ``meta`` (GraphModules the pass makes itself stay as they are: one
+    of QNN's passes exports a module, which lazy modules would disturb).
+
+    A GraphModule recompiles after every pass that changed it (Python source for every node,
+    then ``compile``). A ``transform_for_annotation`` pipeline runs many passes (QNN's 35),
+    and on export's probe suite, a graph of about ten thousand nodes, those recompiles were
+    more than half of QNN's export. torch's ``_LazyGraphModule`` defers them until the module
+    is called or its code is read. The passes see the same graph: only when code is generated
+    changes."""
+    from torch.fx._lazy_graph_module import _LazyGraphModule
+
+    if not isinstance(model, torch.fx.GraphModule):
+        return transform(model)
+    lazy = _LazyGraphModule.from_graphmodule(model)
+    lazy.meta = model.meta
+    return transform(lazy)

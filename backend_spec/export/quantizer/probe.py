@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend_spec._torch import BackendPatternConfig, quiet, torch
+from backend_spec.pt2e.runtime import lazily
 
 nn = torch.nn
 
@@ -838,7 +839,7 @@ def recording(quantizer: Any, candidates: tuple[tuple[str, Any], ...] = ()) -> A
         def transform_for_annotation(self, model: Any) -> Any:
             before = op_counts(model.graph)
             original = copy.deepcopy(model) if candidates else None
-            result = quantizer.transform_for_annotation(model)
+            result = lazily(quantizer.transform_for_annotation, model)
             after = op_counts(result.graph)
             self.rewritten = {
                 op: (before.get(op, 0), after.get(op, 0))
@@ -879,7 +880,7 @@ def matching_pass(
     for label, graph_pass in candidates:
         try:
             with quiet():
-                made = graph_pass(copy.deepcopy(original))
+                made = lazily(graph_pass, copy.deepcopy(original))
             if graph_shape(made.graph) == wanted:
                 return label, graph_pass
         except Exception:  # noqa: BLE001 - the caller's function, tried on a graph: no match
