@@ -74,6 +74,38 @@ def test_the_runtime_runs_the_passes_before_annotating(passes):
     }
 
 
+def test_passes_recompile_once_when_the_module_runs_not_after_each_pass(monkeypatch):
+    """``lazily``: a pipeline that edits the graph and recompiles after each of five passes
+    generates the module's code only when the module is called, once, and the module then
+    computes what the eager pipeline's does."""
+    import torch.fx.graph_module as graph_module
+
+    from backend_spec.pt2e.runtime import lazily
+
+    def relu_then_neg(gm):
+        for _ in range(5):  # five passes, each changing the graph and recompiling
+            node = next(n for n in gm.graph.nodes if n.op == "output")
+            with gm.graph.inserting_before(node):
+                value = gm.graph.call_function(torch.neg, (node.args[0],))
+            node.args = (value,)
+            gm.recompile()
+        return gm
+
+    def traced():
+        return torch.fx.symbolic_trace(torch.nn.ReLU())
+
+    x = torch.randn(3)
+    eager, model = relu_then_neg(traced())(x), traced()
+    compiled = []
+    real = graph_module._exec_with_source
+    monkeypatch.setattr(
+        graph_module, "_exec_with_source", lambda *a, **k: compiled.append(1) or real(*a, **k)
+    )
+    result = lazily(relu_then_neg, model)
+    assert compiled == []  # no source generated while the passes ran
+    assert torch.equal(result(x), eager) and len(compiled) == 1
+
+
 def test_without_the_passes_the_entries_find_nothing():
     """The control: the same entries on the graph as exported (hardswish) annotate nothing."""
     from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
