@@ -710,8 +710,6 @@ def _add_thin_chains(parts: SuiteParts) -> None:
 def _with_thin_conv(model: nn.Module) -> nn.Module | None:
     """A copy of ``model`` whose first conv2d is grouped to one input channel per group (same
     channels, kernel and padding); ``None`` when its output channels do not allow it."""
-    import copy
-
     made = copy.deepcopy(model)
     for name, module in made.named_modules():
         if type(module) is nn.Conv2d:
