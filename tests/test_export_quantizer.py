@@ -727,6 +727,37 @@ def test_the_branches_a_quantizer_fails_on_are_found_and_left_out():
     assert torch.equal(rest.outputs[2], torch.tanh(inputs[2]))
 
 
+def test_a_suite_without_branches_is_what_dead_code_elimination_leaves_and_shares_tensors():
+    """``without`` copies only the nodes that stay, as ``eliminate_dead_code`` on a deep copy
+    would leave them: the other branches' nodes and the impure ones (a training-mode
+    BatchNorm's counter update) with what they use. The suite itself is untouched, and the
+    copy shares its tensors rather than copying them (run's prepare copies what it changes)."""
+    import copy
+
+    from backend_spec.export.quantizer.verify import without
+
+    parts = probe.SuiteParts()
+    for label in ("a", "b", "c"):
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 3, 1), torch.nn.BatchNorm2d(3))
+        parts.add(probe.Branch(label), model, (torch.randn(2, 3, 4, 4),))
+    suite = probe.export_suite(parts, train=True).module(check_guards=False)
+    before = suite.code
+    reference = copy.deepcopy(suite)
+    output = next(node for node in reference.graph.nodes if node.op == "output")
+    leaves = list(output.args[0])
+    leaves[1] = None
+    output.args = (tuple(leaves),)
+    reference.graph.eliminate_dead_code()
+    reference.recompile()
+
+    pruned = without(suite, {1})
+    assert pruned.code == reference.code and suite.code == before
+    assert sum(n.target == torch.ops.aten.add_.Tensor for n in pruned.graph.nodes) == 3
+    tensors = {t.data_ptr() for t in suite.state_dict().values()}
+    assert {t.data_ptr() for t in pruned.state_dict().values()} <= tensors
+    assert without(suite, set()) is suite
+
+
 def test_a_quantizer_that_fails_everywhere_is_not_bisected_past_the_cap(monkeypatch):
     from backend_spec.export.quantizer import verify
 

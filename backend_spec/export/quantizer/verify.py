@@ -190,21 +190,45 @@ MAX_ISOLATION_RUNS = 40
 
 def without(exported: Any, dropped: set[int]) -> Any:
     """A copy of the suite module in which the ``dropped`` branches compute nothing: their
-    outputs are ``None`` and their nodes are gone (inputs stay, so the call is unchanged)."""
+    outputs are ``None`` and their nodes are gone (inputs stay, so the call is unchanged).
+
+    The copy shares ``exported``'s tensors and its nodes' metadata values, and copies only the
+    nodes that stay: deep-copying the whole suite (thousands of nodes and parameters) once per
+    halving trial was most of the export of a quantizer that fails on some probes. What
+    changes a suite (``run``'s ``prepare``) deep-copies it first."""
     if not dropped:
         return exported
-    module = copy.deepcopy(exported)
-    children = module._out_spec.children_specs
-    output = next(node for node in module.graph.nodes if node.op == "output")
+    shared = (exported._modules, exported._parameters, exported._buffers)
+    memo = {id(exported.graph): _pruned(exported.graph, exported._out_spec, dropped)}
+    memo.update((id(part), part) for part in shared)
+    return copy.deepcopy(exported, memo)
+
+
+def _pruned(source: Any, out_spec: Any, dropped: set[int]) -> Any:
+    """A copy of the suite graph ``source`` with the ``dropped`` branches' outputs ``None`` and
+    only the nodes ``eliminate_dead_code`` would keep: those the other outputs use and the
+    impure ones (a BatchNorm's counter update in training mode), with what they use."""
+    output = next(node for node in reversed(source.nodes) if node.op == "output")
     leaves, start = list(output.args[0]), 0
-    for index, child in enumerate(children):
+    for index, child in enumerate(out_spec.children()):
         if index in dropped:
             leaves[start : start + child.num_leaves] = [None] * child.num_leaves
         start += child.num_leaves
-    output.args = (tuple(leaves),)
-    module.graph.eliminate_dead_code()
-    module.recompile()
-    return module
+    kept = {leaf for leaf in leaves if isinstance(leaf, torch.fx.Node)}
+    for node in reversed(source.nodes):
+        if node is output:
+            continue
+        if node in kept or node.op == "placeholder" or node.is_impure():
+            kept.add(node)
+            kept.update(node.all_input_nodes)
+    graph = torch.fx.Graph(tracer_cls=source._tracer_cls)
+    graph._codegen = copy.deepcopy(source._codegen)
+    copies: dict[Any, Any] = {}
+    for node in source.nodes:
+        if node in kept:
+            copies[node] = graph.node_copy(node, copies.__getitem__)
+    graph.output(torch.fx.map_arg(tuple(leaves), copies.__getitem__))
+    return graph
 
 
 def failing_branches(
