@@ -386,17 +386,24 @@ class _Flow:
         in graph order does not verify: a quantizer that annotates in passes (LiteRT) leaves
         an op float after a producer of a later pass."""
         from backend_spec.export.quantizer import probe
-        from backend_spec.export.quantizer.infer import order_pairs
+        from backend_spec.export.quantizer.infer import (
+            annotation_stages,
+            order_pairs,
+            reuse_orders,
+        )
 
+        reused, probed = reuse_orders(self.probed), []
         parts = probe.order_parts(order_pairs(self.probed))
-        if not parts.branches:
-            return None
-        suite = probe.export_suite(parts, train=self.qat).module(check_guards=False)
-        recorder = probe.recording(self.factory())
-        if run(suite, recorder, tuple(parts.inputs), set(), self.qat).error:
-            return None
-        orders = probe.orders(recorder.snapshot, parts.branches)
-        return self.variant(text, "annotation_stage", orders=orders)
+        if parts.branches:
+            suite = probe.export_suite(parts, train=self.qat).module(check_guards=False)
+            recorder = probe.recording(self.factory())
+            if not run(suite, recorder, tuple(parts.inputs), set(), self.qat).error:
+                probed = probe.orders(recorder.snapshot, parts.branches)
+        # Both kinds of order together, else the reuse orders alone: an op the quantizer
+        # fuses with the order probe's producer (Core ML's activations) reads as an order
+        # that contradicts the others, and then places nothing.
+        orders = next((o for o in (reused + probed, reused) if annotation_stages(o)), probed)
+        return self.variant(text, "annotation_stage", orders=orders) if orders else None
 
     def claim_staged(self, text: str) -> str | None:
         """``text``'s spec with the Linear chains (:data:`.probe.LINEAR_CHAINS`) claiming their

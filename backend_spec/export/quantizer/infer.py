@@ -495,9 +495,21 @@ class _Builder:
             policy.update(extra_inputs="quantized", chain_input="any")
         if linear_chain:  # it claims conv(x) + linear(y) too, before conv + add
             policy.update(self.first_claim())
-        when = self.conditions(key, targets, probed)
+        # Where a later op reads more than the chain (the add of conv-bn-add): a chain longer
+        # than torch's forward pattern takes is written in the complex format (:func:`_nested`).
+        extras = tuple(i for i, o in enumerate(ops) if i and _extra_inputs(o))
+        when, twin = self.conditions(key, targets, probed)
         if when:
             policy["when"] = when
+        if twin:
+            # Another chain of these ATen ops is fused otherwise: this one is its twin for
+            # the arguments it meets, spelled as probed and tried first, matched through its
+            # ATen chain however a model writes it (F.hardtanh(x, 0.0, 6.0) as nn.ReLU6).
+            count = len(self.configs)
+            self.add(targets, kept, ops[0], ops[-1], policy, False, True, extras)
+            if len(self.configs) > count:
+                self.through_aten(targets)
+            return
         same_tails = (
             spelled is None
             or _without_args(_first_annotated(probed, spelled)) == _without_args((context, ops))
@@ -505,9 +517,6 @@ class _Builder:
             # nn.ReLU6): the difference is theirs, not the spelling's.
             or (bool(when) and not _meets(_alone_ops(probed, spelled), dict(when)))
         )
-        # Where a later op reads more than the chain (the add of conv-bn-add): a chain longer
-        # than torch's forward pattern takes is written in the complex format (:func:`_nested`).
-        extras = tuple(i for i, o in enumerate(ops) if i and _extra_inputs(o))
         if exact:
             # The first op matched as it is written here: each spelling of the others (F.relu,
             # torch.relu, x.relu(), nn.ReLU) fuses alike, unless the chain's functional-tail
@@ -519,25 +528,38 @@ class _Builder:
             return
         self.add(targets, kept, ops[0], ops[-1], policy, same_tails, linear_chain, extras)
 
-    def conditions(self, key: str, targets: list[str], probed: dict[str, Any]) -> Any:
+    def conditions(
+        self, key: str, targets: list[str], probed: dict[str, Any]
+    ) -> tuple[tuple, bool]:
         """``when`` (version 7) of a fused chain whose ATen ops another probed chain shares
-        without being fused (EnnQuantizer's conv + hardtanh only when ``min_val == 0``): the
-        arguments on which the fused probe differs from the others, with its values (every
-        differing argument: two probes cannot tell which one the quantizer reads)."""
+        without being fused (EnnQuantizer's conv + hardtanh only when ``min_val == 0``) or
+        fused with other qspecs, where this chain's arguments are not the ops' defaults (Core
+        ML observes conv + hardtanh's output affine only as a ReLU6 clamp): the arguments on
+        which the fused probe differs from the others, with its values (every differing
+        argument: two probes cannot tell which one the quantizer reads). And whether one of
+        those others is fused: this chain is then a twin of its entry."""
         fused = _alone_ops(probed, key)
+        special = not _at_defaults(fused)
         found: dict[str, Any] = {}
+        twin = False
         for other in self.fusion_keys:
             ops = _alone_ops(probed, other)
-            if other == key or [o["target"] for o in ops] != targets or _fused(probed, other):
+            if other == key or [o["target"] for o in ops] != targets:
                 continue
+            if _fused(probed, other) and not (special and _qspecs(ops) != _qspecs(fused)):
+                # Fused alike, or otherwise only where this chain's arguments are an op's
+                # defaults (Core ML's conv + hardtanh observes an affine output only as a
+                # ReLU6 clamp, min_val 0 and max_val 6: the other chain is the general case).
+                continue
+            twin = twin or _fused(probed, other)
             for mine, theirs in zip(fused, ops, strict=True):
                 for name, value in (mine.get("args") or {}).items():
                     if (theirs.get("args") or {}).get(name, value) != value:
                         if found.get(name, value) != value:
                             self.gap(">".join(targets), f"its ops disagree on {name}")
-                            return ()
+                            return (), False
                         found[name] = value
-        return tuple(found.items())
+        return tuple(found.items()), twin and bool(found)
 
     def float_chain(
         self,
@@ -1080,6 +1102,21 @@ def _alone_ops(probed: dict[str, Any], key: str) -> list[dict[str, Any]]:
     return (probed.get("alone") or {}).get(key, {}).get("ops", [])
 
 
+def _at_defaults(ops: list[dict[str, Any]]) -> bool:
+    """Whether each argument of probed ops that its schema gives a default has that value."""
+    for op in ops:
+        packet = torch.ops
+        for part in op["target"].split("."):
+            packet = getattr(packet, part, None)
+        schema = getattr(packet, "_schema", None)
+        if schema is None:
+            continue
+        defaults = {a.name: a.default_value for a in schema.arguments if a.has_default_value()}
+        if any(defaults.get(n, v) != v for n, v in (op.get("args") or {}).items()):
+            return False
+    return True
+
+
 def _meets(ops: list[dict[str, Any]], when: dict[str, Any]) -> bool:
     """Whether probed ops' arguments meet ``when`` conditions (as the pt2e runtime tests)."""
     return all(
@@ -1272,6 +1309,50 @@ def order_pairs(probed: dict[str, Any]) -> list[tuple[str, str]]:
     # A spelling is placed too (LiteRT annotates nn.AdaptiveAvgPool2d in its own early pass,
     # F.adaptive_avg_pool2d only in the last, propagating one); a producer is an op's own unit.
     return [(p, c) for c in conditional for p in producers if p != c.split("@")[0] and "@" not in p]
+
+
+def reuse_orders(probed: dict[str, Any]) -> list[list[Any]]:
+    """``[producer, consumer, reused]`` (ATen ops, :func:`annotation_stages`' orders) from the
+    probes in which a quantized consumer (the probe's Linear after the unit) reads an output
+    the quantizer observes otherwise than the consumer's own input: the input reuses that
+    observer when the producer was annotated first (a later stage, or graph order), and is
+    observed again with the consumer's own qspec when the consumer was (an earlier stage).
+    Core ML annotates in passes, convs, then Linear, then add and mul: a Linear after add +
+    relu observes the relu's affine output again with its own symmetric qspec, one after
+    conv + relu reuses it. The consumer's own qspec is the one it reads after a float op."""
+    own: dict[str, str] = {}
+    read: list[tuple[str, str, str, str]] = []
+    for context in ("post", "pre_post"):
+        for unit in (probed.get(context) or {}).values():
+            ops, after = unit.get("ops") or [], unit.get("post") or []
+            qspec = after[0]["inputs"].get("0") if ops and after else None
+            if qspec is None or qspec.get("kind") != "observed":
+                continue
+            consumer, text = after[0]["target"], json.dumps(qspec, sort_keys=True)
+            produced = ops[-1]["output"]
+            if produced is None:
+                own.setdefault(consumer, text)
+            elif produced.get("kind") == "observed":
+                first = _pattern_start([*unit.get("pre", []), *ops])
+                read.append((first, consumer, json.dumps(produced, sort_keys=True), text))
+    found: list[list[Any]] = []
+    for producer, consumer, produced, text in read:
+        usual = own.get(consumer)
+        if usual is None or produced == usual or producer == consumer:
+            continue
+        if text in (produced, usual) and [producer, consumer, text == produced] not in found:
+            found.append([producer, consumer, text == produced])
+    return found
+
+
+def _pattern_start(ops: list[dict[str, Any]]) -> str:
+    """The first op of the pattern that annotated the last of ``ops`` (a chain in graph
+    order): after the last earlier op whose output is observed (conv -> add + relu is two
+    patterns, add's; linear + relu one, linear's)."""
+    start = len(ops) - 1
+    while start > 0 and ops[start - 1]["output"] is None:
+        start -= 1
+    return ops[start]["target"]
 
 
 def annotation_stages(orders: list[list[Any]]) -> dict[str, int]:
