@@ -161,3 +161,49 @@ def test_an_observer_nothing_reads_is_not_compared():
     (dead,) = [name for name in found if name.startswith("abs")]
     assert found[dead] == []
     assert [entry[0] for entry in found["relu"]] == ["out"]
+
+
+ELU = "aten.elu.default"
+
+
+def _elu_after(producer_target):
+    """A ``pre`` probe: the producer with no output qspec, then elu observed on its output
+    alone (one pattern with the producer)."""
+    producer = _op(producer_target, {"0": SYMMETRIC}, None)
+    return {"ops": [_op(ELU, {}, SYMMETRIC)], "pre": [producer], "post": []}
+
+
+def test_an_activation_fused_after_a_linear_is_probed_after_a_conv_and_becomes_a_chain():
+    """Core ML fuses conv and Linear with the same activations, but the main suite probes
+    conv chains only for some: an op fused with the Linear before it and with no probed conv
+    chain is probed after a conv, and a conv fusion found there becomes a chain entry."""
+    from backend_spec.export.quantizer.infer import conv_fusion_keys
+
+    names = {ELU: ("F.elu",), "nn.Conv2d>nn.ReLU": ("nn.Conv2d", "nn.ReLU")}
+    probed = {"alone": {ELU: {"ops": [_op(ELU, {}, None)], "pre": [], "post": []}}}
+    probed["pre"] = {ELU: _elu_after(LINEAR)}
+    assert conv_fusion_keys(probed, names) == {ELU}
+
+    def chains():
+        entries = backend_of(infer(probed, names, "t").backend_config).entries
+        return {tuple(step[0] for step in e.aten[0]) for e in entries if len(e.aten[0]) > 1}
+
+    assert chains() == {(LINEAR, ELU)}
+    probed["conv_pre"] = {ELU: _elu_after(CONV)}
+    assert chains() == {(LINEAR, ELU), (CONV, ELU)}
+
+
+def test_an_op_fused_with_the_linear_before_it_gets_no_order_probe():
+    """An op annotated after a Linear only as one pattern with it (Core ML's linear + gelu) is
+    not annotated after a quantized producer: it is not placed by order probes, which would
+    read its float after another op as an order and contradict the real ones."""
+    from backend_spec.export.quantizer.infer import order_pairs
+
+    alone_float = {"ops": [_op(ELU, {}, None)], "pre": [], "post": []}
+    shared = {"kind": "shared", "with": "producer:0"}
+    after = {"ops": [_op(ELU, {"0": shared}, shared)], "pre": [_linear(SYMMETRIC)], "post": []}
+    relu = {"ops": [_op(RELU, {}, AFFINE)], "pre": [_linear(SYMMETRIC)], "post": []}
+    conditional = {"alone": {ELU: alone_float}, "pre": {ELU: after, RELU: relu}}
+    fused = {"alone": {ELU: alone_float}, "pre": {ELU: _elu_after(LINEAR), RELU: relu}}
+    assert (RELU, ELU) in order_pairs(conditional)
+    assert not [pair for pair in order_pairs(fused) if pair[1] == ELU]

@@ -245,7 +245,8 @@ class _Flow:
             if self.original.error:
                 raise ValueError(f"the quantizer fails on the probe suite: {self.original.error}")
         self.probed = probe.by_context(self.recorder.snapshot, self.branches)
-        self.neighbours = [n for n in (self.probe_neighbours(), self.probe_consumers()) if n]
+        suites = (self.probe_neighbours(), self.probe_conv_fusions(), self.probe_consumers())
+        self.neighbours = [n for n in suites if n]
 
     def probe_neighbours(self) -> _Neighbours | None:
         """The ops the Linear probes left undetermined, probed again with other neighbours
@@ -274,6 +275,23 @@ class _Flow:
             return None
         for context in probe.CONTEXTS:  # alone: only the override units
             self.probed[context].update(found[1][context])
+        return found[0]
+
+    def probe_conv_fusions(self) -> _Neighbours | None:
+        """The one-input ops the quantizer fuses with the Linear before them, probed after a
+        conv (context :data:`.probe.CONV_PRE_CONTEXT`) where no probed conv chain has their
+        ATen ops: whether it fuses them with a conv too (Core ML fuses conv and Linear with
+        the same activations; XNNPACK and X86 fuse fewer with Linear). ``None`` unless both
+        conv and Linear are quantized statically and some op needs it."""
+        from backend_spec.export.quantizer import probe
+        from backend_spec.export.quantizer.infer import conv_fusion_keys
+
+        conv, linear = (_static(self.probed, key) for key in _ANCHORS[::-1])
+        keys = conv_fusion_keys(self.probed, self.unit_names) if conv and linear else set()
+        found = self.run_parts(probe.neighbour_parts(keys, "conv", ("pre",)))
+        if found is None:
+            return None
+        self.probed[probe.CONV_PRE_CONTEXT] = found[1].get("pre", {})
         return found[0]
 
     def probe_consumers(self) -> _Neighbours | None:

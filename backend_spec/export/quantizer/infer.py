@@ -24,6 +24,7 @@ from typing import Any
 
 from backend_spec._torch import BackendConfig, torch
 from backend_spec.export.quantizer.probe import (
+    CONV_PRE_CONTEXT,
     FAKE_QUANT_CLASSES,
     LINEAR_CHAINS,
     OVER_CONV,
@@ -1219,33 +1220,57 @@ def _producer_fusions(
     probe (:func:`_fused_with_producer`: Core ML's linear + elu, EnnQuantizer's linear + F.relu6)
     where no probed chain has those ATen ops: its ``alone`` probe is the ``pre`` one, producer
     included. Without it the op's own entry would share the producer's observer, which the
-    quantizer leaves out."""
+    quantizer leaves out. The conv-producer probes (:data:`.probe.CONV_PRE_CONTEXT`) give the
+    conv chains of the ops fused after a Linear (Core ML's conv + leaky_relu)."""
     alone = probed.get("alone") or {}
     known = {
         tuple(o["target"] for o in alone.get(key, {}).get("ops", []))
         for key, names in unit_names.items()
         if len(names) > 1
     }
-    pre = probed.get("pre") or {}
     found: dict[str, Any] = {}
     names_of: dict[str, tuple[str, ...]] = {}
-    for key, names in unit_names.items():
-        unit = pre.get(key, {})
-        producers = unit.get("pre", [])
-        if "@" in key or len(names) != 1 or len(producers) != 1:
-            continue
-        first = PRODUCER_NAMES.get(producers[0]["target"])
-        ops = [*producers, *unit["ops"]]
-        if first is None or tuple(o["target"] for o in ops) in known:
-            continue
-        if not _fused_with_producer(probed, key, "pre"):
-            continue
-        chain = f"{first}>{names[0]}"
-        found[chain] = {"ops": ops, "pre": [], "post": []}
-        names_of[chain] = (first, names[0])
+    for context in ("pre", CONV_PRE_CONTEXT):
+        for key, names in unit_names.items():
+            unit = (probed.get(context) or {}).get(key, {})
+            producers = unit.get("pre", [])
+            if "@" in key or len(names) != 1 or len(producers) != 1:
+                continue
+            first = PRODUCER_NAMES.get(producers[0]["target"])
+            ops = [*producers, *unit["ops"]]
+            if first is None or tuple(o["target"] for o in ops) in known:
+                continue
+            if not _fused_with_producer(probed, key, context):
+                continue
+            chain = f"{first}>{names[0]}"
+            found[chain] = {"ops": ops, "pre": [], "post": []}
+            names_of[chain] = (first, names[0])
     if not found:
         return probed, unit_names
     return {**probed, "alone": {**alone, **found}}, {**unit_names, **names_of}
+
+
+def conv_fusion_keys(probed: dict[str, Any], unit_names: dict[str, tuple[str, ...]]) -> set[str]:
+    """The one-input ops (base spellings) fused with the Linear of their ``pre`` probe for
+    which no probed chain starts with a conv2d and ends in their ATen op: the conv-producer
+    probes tell whether the quantizer fuses them with a conv too."""
+    alone = probed.get("alone") or {}
+    chained = {
+        ops[-1]["target"]
+        for key, names in unit_names.items()
+        if len(names) == 2
+        for ops in [alone.get(key, {}).get("ops", [])]
+        if len(ops) == 2 and ops[0]["target"] == "aten.conv2d.default"
+    }
+    pre = probed.get("pre") or {}
+    return {
+        key
+        for key, names in unit_names.items()
+        if "@" not in key
+        and len(names) == 1
+        and _fused_with_producer(probed, key, "pre")
+        and pre[key]["ops"][-1]["target"] not in chained
+    }
 
 
 def _variant_policy(probed: dict[str, Any], key: str) -> dict[str, str]:
@@ -1293,13 +1318,16 @@ def _common_activation(probed: dict[str, Any]) -> dict[str, Any] | None:
 
 def order_pairs(probed: dict[str, Any]) -> list[tuple[str, str]]:
     """``(producer, op)`` pairs for :func:`.probe.order_parts`: each op annotated only after
-    a quantized producer (float alone, annotated after a Linear), after each other op whose
-    output the quantizer annotates after a Linear."""
+    a quantized producer (float alone, annotated after a Linear but not fused with it), after
+    each other op whose output the quantizer annotates after a Linear."""
     alone, pre = probed.get("alone") or {}, probed.get("pre") or {}
     conditional = [
         key
         for key, unit in pre.items()
-        if annotated(unit.get("ops", [])) and not annotated(alone.get(key, {}).get("ops", []))
+        if annotated(unit.get("ops", []))
+        and not annotated(alone.get(key, {}).get("ops", []))
+        # One pattern with the Linear (Core ML's linear + gelu), not annotated after it.
+        and not _fused_with_producer(probed, key, "pre")
     ]
     producers = [
         key

@@ -444,11 +444,13 @@ def override_parts(parts: SuiteParts, names: dict[str, tuple[str, ...]]) -> None
 NEIGHBOUR_CONTEXTS = ("pre", "mixed", "post", "pre_post", "gap")
 
 
-def neighbour_parts(keys: set[str], neighbour: str = "conv") -> SuiteParts:
+def neighbour_parts(
+    keys: set[str], neighbour: str = "conv", contexts: tuple[str, ...] = NEIGHBOUR_CONTEXTS
+) -> SuiteParts:
     """The single-op units of ``keys`` (spellings and :data:`EXTRA_UNITS` included) probed
     with ``neighbour`` (``conv`` or ``cat``) around them (:class:`NeighbourProbe`) in the
     contexts where a neighbour matters; branch labels start with ``NEIGHBOUR:``. Convolutions
-    take only units whose float inputs are 3-D or 4-D.
+    take only units whose float inputs are 3-D or 4-D. ``contexts``: those of them to probe.
 
     A small suite of its own, built only for a quantizer that leaves Linear float or dynamic
     and only for the ops whose policy the Linear probes left undetermined: the main suite,
@@ -469,12 +471,16 @@ def neighbour_parts(keys: set[str], neighbour: str = "conv") -> SuiteParts:
         for context in _contexts(unit, widths):
             # pre_post only where one input is (flatten before a consumer): X86 raises on an
             # add of two convs that feeds a conv, which would cost a search for the failure.
-            if context in NEIGHBOUR_CONTEXTS and (context != "pre_post" or len(floats) == 1):
+            if context in contexts and (context != "pre_post" or len(floats) == 1):
                 branch = Branch(f"{neighbour}:{context}:{unit.key}", unit.key, context)
                 made = NeighbourProbe(model, inputs, output, context, neighbour)
                 parts.add(branch, made, inputs)
     return parts
 
+
+#: The context of the conv-producer probes of the ops a quantizer fuses with a Linear before
+#: them (``Conv2d -> op``): whether it fuses them with a conv too (Core ML's conv + leaky_relu).
+CONV_PRE_CONTEXT = "conv_pre"
 
 #: The context of :func:`consumer_parts`' probes (unit key ``OP>CONSUMER``).
 CONSUMER_CONTEXT = "consumer"
