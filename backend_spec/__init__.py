@@ -22,7 +22,7 @@ __version__ = "0.1.0"
 
 #: The newest version of the spec format this bespec reads and writes (a test holds it equal to
 #: the newest ``spec_version`` the loader accepts).
-SPEC_VERSION = 11
+SPEC_VERSION = 12
 
 _LAZY = {
     "load": "backend_spec.compiler.loader",

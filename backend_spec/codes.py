@@ -516,6 +516,14 @@ INERT_OWN_QCONFIG = _register(
     "`qconfig: own` (version 11) on a one-op pattern: the QConfig of its op is its own "
     "already (an op's own entry decides it), so the key has no effect.",
 )
+INERT_INPUT_SHARING = _register(
+    "BS552",
+    "inert-input-sharing",
+    W,
+    "A pattern entry's `input_sharing` (version 12) that changes nothing: it repeats the "
+    "spec-wide rule (`spec`, or the value the spec sets, `dtype` by default), or the entry's "
+    "`input_observer: upstream_only` gives its first input no observer of its own to share.",
+)
 RULE_CRASHED = _register(
     "BS599",
     "rule-crashed",

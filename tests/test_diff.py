@@ -119,7 +119,7 @@ def test_misuse_and_bad_specs(tmp_path: Path) -> None:
 # -- version 2 keys: the whole form is compared -------------------------------------------------
 
 V2_BASE = """\
-spec_version: 11
+spec_version: 12
 name: npu
 dtype_configs:
   act:
@@ -173,6 +173,8 @@ V2_CASES = {
     "claim_stage": ("    dtype_configs: [act]", "2", "1"),
     # version 11
     "qconfig": ("    dtype_configs: [act]", "own", "first_op"),
+    # version 12
+    "input_sharing": ("    dtype_configs: [act]", "qspec", "dtype"),
 }
 
 

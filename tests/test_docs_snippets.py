@@ -55,7 +55,7 @@ def test_each_pt2e_key_has_its_own_section_and_stays_out_of_the_fx_tables() -> N
     for key in (*PT2E_PATTERN_FIELDS, *PT2E_SPEC_KEYS):
         assert f"\n### `{key}`\n" in FORMAT, key
         assert f"| `{key}` |" not in fx_reference, key
-    assert len(PT2E_PATTERN_FIELDS) == 15
+    assert len(PT2E_PATTERN_FIELDS) == 16
 
 
 @pytest.mark.parametrize("page", sorted(PAGES))

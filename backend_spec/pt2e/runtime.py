@@ -689,7 +689,7 @@ class _Annotator:
             elif root is None:
                 upstream = self.upstream(rule.policy, arg, inputs)
                 if upstream is None:
-                    self.annotate_input(qspec_map, arg, rule.input, in_dtype)
+                    self.annotate_input(qspec_map, arg, rule, in_dtype)
                 else:
                     qspec_map[arg] = SharedQuantizationSpec(upstream)
             elif arg is root:
@@ -705,7 +705,7 @@ class _Annotator:
         # weight, bias).
         self.annotate_weights(first, rule, qspec_map)
         if rule.policy.extra_inputs == "quantized":
-            self.annotate_extra_inputs(match, rule.input, in_dtype)
+            self.annotate_extra_inputs(match, in_dtype)
         self.annotate_output(last, rule, observation, (root, first))
 
     def upstream(self, policy: Policy, arg: Any, inputs: list) -> torch.fx.Node | None:
@@ -747,32 +747,36 @@ class _Annotator:
             self.output_spec[last] = self.output_spec.get(producer, rule.input)
             self.observed[last] = self.observed[producer]
 
-    def annotate_input(self, qspec_map: dict, arg: Any, name: str, dtype: str | None) -> None:
-        if dtype is not None and self.observed.get(arg) == dtype and self.reuses(arg, name):
+    def annotate_input(self, qspec_map: dict, arg: Any, rule: Rule, dtype: str | None) -> None:
+        name = rule.input
+        if dtype is not None and self.observed.get(arg) == dtype and self.reuses(arg, rule):
             qspec_map[arg] = SharedQuantizationSpec(arg)
         else:
             qspec_map[arg] = self.quantizer.spec(name)
 
-    def reuses(self, arg: Any, name: str) -> bool:
-        """Whether an input of spec ``name`` reuses the observer of ``arg``'s output (of its
+    def reuses(self, arg: Any, rule: Rule) -> bool:
+        """Whether an input of ``rule`` reuses the observer of ``arg``'s output (of its
         dtype): always under ``input_sharing: dtype`` (FX); under ``qspec`` only when the two
         specs agree on what torchao compares (:data:`_SHARING_ATTRIBUTES`: so an input after
-        a fixed-qparams output is observed again). A rule's fixed spec is its output's (FX's
-        one activation observer), never an input's: such an input still reuses."""
-        if self.quantizer.input_sharing != "qspec":
+        a fixed-qparams output is observed again). The rule's own ``input_sharing`` (version
+        12) decides, else the spec's. A rule's fixed spec is its output's (FX's one activation
+        observer), never an input's: such an input still reuses."""
+        sharing = rule.policy.input_sharing
+        if (self.quantizer.input_sharing if sharing == "spec" else sharing) != "qspec":
             return True
+        name = rule.input
         if self.quantizer.table_spec(name).get("kind") == "fixed":
             return True
         ours, theirs = self.quantizer.spec(name), self.quantizer.spec(self.output_spec[arg])
         return all(_same_attribute(ours, theirs, attr) for attr in _SHARING_ATTRIBUTES)
 
-    def annotate_extra_inputs(self, match: Match, name: str, dtype: str | None) -> None:
+    def annotate_extra_inputs(self, match: Match, dtype: str | None) -> None:
         """``extra_inputs: quantized``: the later ops' inputs other than the chain link."""
         for previous, node in zip(match.nodes, match.nodes[1:], strict=False):
             qspec_map = node.meta["quantization_annotation"].input_qspec_map
             for arg in self.activation_inputs(node):
                 if arg is not previous:
-                    self.annotate_input(qspec_map, arg, name, dtype)
+                    self.annotate_input(qspec_map, arg, match.rule, dtype)
 
     def annotate_output(self, last, rule: Rule, observation: str, shared_edge: tuple) -> None:
         policy = rule.policy.output

@@ -92,6 +92,7 @@ class Policy:
     annotation_stage: int = 0
     claim_stage: int = 0
     qconfig: str = "first_op"
+    input_sharing: str = "spec"
 
 
 #: Every policy key with its allowed values, the default first (the spec format's source too).
@@ -107,6 +108,7 @@ POLICY_VALUES: dict[str, tuple[str, ...]] = {
     "input_observer": ("own", "upstream", "upstream_only"),
     "producers": ("split", "join"),
     "qconfig": ("first_op", "own"),
+    "input_sharing": ("spec", "dtype", "qspec"),
 }
 
 

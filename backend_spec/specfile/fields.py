@@ -215,7 +215,8 @@ CALIBRATING_OBSERVERS: tuple[str, ...] = ("minmax", "moving_average_minmax")
 #: ``input_observer`` and ``producers``, then the version 7 ``when`` (argument conditions),
 #: then the version 8 ``annotation_stage`` (the order in which entries annotate), then the
 #: version 10 ``claim_stage`` (the order in which entries claim nodes), then the version 11
-#: ``qconfig`` (whose QConfig quantizes the entry).
+#: ``qconfig`` (whose QConfig quantizes the entry), then the version 12 ``input_sharing`` (the
+#: spec-wide key of that name, for one entry's inputs).
 PT2E_PATTERN_FIELDS: tuple[str, ...] = (
     "aten",
     "quantize",
@@ -232,6 +233,7 @@ PT2E_PATTERN_FIELDS: tuple[str, ...] = (
     "annotation_stage",
     "claim_stage",
     "qconfig",
+    "input_sharing",
 )
 
 #: The pt2e keys of the whole spec (no torch field; version 5): ``graph_inputs``, the dtype

@@ -57,6 +57,7 @@ _V8 = {"x-since": 8}
 _V9 = {"x-since": 9}
 _V10 = {"x-since": 10}
 _V11 = {"x-since": 11}
+_V12 = {"x-since": 12}
 
 #: The most passes a ``transform_for_annotation`` pipeline (version 8) lists.
 MAX_PASSES = 16
@@ -829,6 +830,16 @@ class PatternModel(_PatternFields):  # type: ignore[misc, valid-type]
         json_schema_extra=_V11,
     )
 
+    input_sharing: Literal["spec", "dtype", "qspec"] = Field(  # type: ignore[assignment]  # None: unset; null is refused
+        None,
+        description="pt2e (version 12): when this entry's inputs reuse the observer of their "
+        "producer's output: spec (default: the spec-wide input_sharing), dtype (whenever "
+        "their dtypes agree) or qspec (only when both are the same qspec: an input after an "
+        "output observed otherwise is observed again). Core ML's conv and linear read an "
+        "annotated producer's own qspec, its add and mul their own.",
+        json_schema_extra=_V12,
+    )
+
     _not_null = field_validator(*PT2E_PATTERN_FIELDS, mode="before")(refuse_null)
 
     @model_validator(mode="after")
@@ -880,10 +891,10 @@ class SpecModel(_Strict):
         json_schema_extra={"patternProperties": {"^x-": {}}},
     )
 
-    spec_version: Literal[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11] = Field(
+    spec_version: Literal[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12] = Field(
         1,
-        description="The format version: 1 (default), 2, 3, 4, 5, 6, 7, 8, 9, 10 or 11 for the "
-        "keys marked x-since 2 / 3 / 4 / 5 / 6 / 7 / 8 / 9 / 10 / 11.",
+        description="The format version: 1 (default), 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 or 12 for the "
+        "keys marked x-since 2 / 3 / 4 / 5 / 6 / 7 / 8 / 9 / 10 / 11 / 12.",
     )
 
     @field_validator("spec_version", mode="before")
