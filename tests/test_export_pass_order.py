@@ -207,3 +207,82 @@ def test_an_op_fused_with_the_linear_before_it_gets_no_order_probe():
     fused = {"alone": {ELU: alone_float}, "pre": {ELU: _elu_after(LINEAR), RELU: relu}}
     assert (RELU, ELU) in order_pairs(conditional)
     assert not [pair for pair in order_pairs(fused) if pair[1] == ELU]
+
+
+def _alone(ops):
+    return {"ops": ops, "pre": [], "post": []}
+
+
+MUL = "aten.mul.Tensor"
+
+
+def _sharing_probed(add_reads, mul_reads):
+    """Core ML-like probes: conv + relu fused with an affine output; add and mul alone with
+    symmetric inputs; after conv + relu, add and mul read ``add_reads`` / ``mul_reads``."""
+    alone = {
+        "nn.Conv2d>nn.ReLU": _alone(CONV_RELU),
+        ADD: _alone([_op(ADD, {"0": SYMMETRIC, "1": SYMMETRIC}, SYMMETRIC)]),
+        MUL: _alone([_op(MUL, {"0": SYMMETRIC, "1": SYMMETRIC}, SYMMETRIC)]),
+        "aten.abs.default": _alone(FLOAT),
+    }
+    sharing = {
+        key: _alone([*CONV_RELU, _op(key, {"0": read}, SYMMETRIC)])
+        for key, read in ((ADD, add_reads), (MUL, mul_reads))
+    }
+    return {"alone": alone, "sharing": sharing}
+
+
+def test_the_sharing_probes_follow_a_conv_chain_observed_otherwise_than_the_inputs():
+    from backend_spec.export.quantizer import probe
+    from backend_spec.export.quantizer.infer import sharing_probe
+
+    producer, consumers = sharing_probe(_sharing_probed(SYMMETRIC, AFFINE))
+    assert producer == "nn.Conv2d>nn.ReLU" and consumers == {ADD, MUL}
+    labels = [b.label for b in probe.sharing_parts(producer, consumers).branches]
+    assert labels == [f"sharing:nn.Conv2d>nn.ReLU>{ADD}", f"sharing:nn.Conv2d>nn.ReLU>{MUL}"]
+    same = _sharing_probed(SYMMETRIC, SYMMETRIC)
+    same["alone"]["nn.Conv2d>nn.ReLU"] = _alone([CONV_RELU[0], _op(RELU, {}, SYMMETRIC)])
+    assert sharing_probe(same) is None  # one qspec for both: nothing to tell apart
+
+
+def test_an_op_that_observes_the_chains_output_again_gets_input_sharing_qspec():
+    """add reads the affine relu output with its own symmetric qspec (observed again), mul
+    reuses it: add's entry says ``input_sharing: qspec``, mul's nothing."""
+    from backend_spec.export.quantizer.infer import observed_again
+
+    probed = _sharing_probed(SYMMETRIC, AFFINE)
+    assert observed_again(probed) == {ADD}
+    names = {
+        ADD: ("torch.add",),
+        MUL: ("torch.mul",),
+        "nn.Conv2d>nn.ReLU": ("nn.Conv2d", "nn.ReLU"),
+    }
+    entries = backend_of(infer(probed, names, "t").backend_config).entries
+    sharing = {e.aten[0][0][0]: dict(e.policy).get("input_sharing") for e in entries if e.aten}
+    assert sharing[ADD] == "qspec" and sharing[MUL] is None
+
+
+POOL = "aten.max_pool2d.default"
+
+
+@pytest.mark.parametrize(
+    ("conv_reads", "order"),
+    [
+        (SYMMETRIC, [POOL, CONV, False]),
+        ({"kind": "shared", "with": "producer:0"}, [POOL, CONV, True]),
+    ],
+    ids=["own_qspec_conv_first", "through_the_pool_pool_first"],
+)
+def test_a_conv_after_a_pool_after_the_chain_orders_the_two(conv_reads, order):
+    """Core ML annotates convs before pools: a conv after conv + relu -> max_pool2d reads the
+    pool's output with its own symmetric qspec, not through the pool's (the relu's) observer:
+    the pool's stage is a later one."""
+    shared = {"kind": "shared", "with": "producer:0"}
+    ops = [*CONV_RELU, _op(POOL, {}, shared), _op(CONV, {"0": conv_reads}, SYMMETRIC)]
+    probed = {
+        "alone": {CONV: _alone([_op(CONV, {"0": SYMMETRIC}, SYMMETRIC)])},
+        "sharing_post": {POOL: _alone(ops)},
+    }
+    found = reuse_orders(probed)
+    assert found == [order]
+    assert annotation_stages(found) == ({} if order[2] else {POOL: 1})

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import itertools
 import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -223,6 +224,9 @@ class _Flow:
         # The verification models are converted; the probes are compared as prepared.
         self.models = {i for i, branch in enumerate(self.branches) if branch.unit is None}
         self.dropped: set[int] = set()
+        #: Whether the spec verified best with the spec-wide ``input_sharing: qspec``, which
+        #: the alternatives tried after it keep.
+        self.spec_wide_qspec = False
 
     def probe(self) -> None:
         """Run the original on the suite and record its annotations."""
@@ -245,7 +249,12 @@ class _Flow:
             if self.original.error:
                 raise ValueError(f"the quantizer fails on the probe suite: {self.original.error}")
         self.probed = probe.by_context(self.recorder.snapshot, self.branches)
-        suites = (self.probe_neighbours(), self.probe_conv_fusions(), self.probe_consumers())
+        suites = (
+            self.probe_neighbours(),
+            self.probe_conv_fusions(),
+            self.probe_sharing(),
+            self.probe_consumers(),
+        )
         self.neighbours = [n for n in suites if n]
 
     def probe_neighbours(self) -> _Neighbours | None:
@@ -293,6 +302,27 @@ class _Flow:
             return None
         self.probed[probe.CONV_PRE_CONTEXT] = found[1].get("pre", {})
         return found[0]
+
+    def probe_sharing(self) -> _Neighbours | None:
+        """Each op the quantizer quantizes alone, probed after a conv chain whose output it
+        observes otherwise than those inputs (:func:`.probe.sharing_parts`): whether the op
+        reuses that observer or observes the output again (``input_sharing``, version 12);
+        and each op annotated only after a quantized producer, between that chain and a conv:
+        whether the conv was annotated first (an ``annotation_stage`` order). ``None`` when
+        no chain does."""
+        from backend_spec.export.quantizer import probe
+        from backend_spec.export.quantizer.infer import order_pairs, sharing_probe
+
+        found = sharing_probe(self.probed)
+        if found is None:
+            return None
+        passing = tuple(dict.fromkeys(op for _producer, op in order_pairs(self.probed)))
+        ran = self.run_parts(probe.sharing_parts(*found, passing))
+        if ran is None:
+            return None
+        for context in (probe.SHARING_CONTEXT, probe.SHARING_POST_CONTEXT):
+            self.probed[context] = ran[1].get(context, {})
+        return ran[0]
 
     def probe_consumers(self) -> _Neighbours | None:
         """The ops annotated only before some consumers (X86's flatten), probed before each
@@ -375,11 +405,16 @@ class _Flow:
                 tried = self.check(alternative)
                 if not tried[1].error and _differing(tried[2]) < _differing(compared):
                     candidate, spec_run, compared = tried
-                    result.text = alternative
-        for alternative_of in (self.staged, self.claim_staged):
+                    result.text, self.spec_wide_qspec = alternative, True
+        # Each with the spec-wide sharing kept, and with FX's when that was torchao's: an
+        # entry's own input_sharing (version 12) may say what the spec-wide key said roughly.
+        sharings = dict.fromkeys((self.spec_wide_qspec, False))
+        for alternative_of, spec_wide_qspec in itertools.product(
+            (self.staged, self.claim_staged), sharings
+        ):
             if all(r.identical for r in compared) or _only_certain(compared, inferred.gaps):
                 break
-            alternative = alternative_of(result.text)
+            alternative = alternative_of(result.text, spec_wide_qspec)
             if alternative is not None:
                 tried = self.check(alternative)
                 if not tried[1].error and _differing(tried[2]) < _differing(compared):
@@ -397,12 +432,20 @@ class _Flow:
         result.unverified = _unexercised(self.factory(), self.suite, inferred)
         return result
 
-    def staged(self, text: str) -> str | None:
+    def staged(self, text: str, spec_wide_qspec: bool = False) -> str | None:
         """``text`` with the ``annotation_stage`` of each op that the order probes place
         (:func:`.probe.order_parts`: each op annotated only after a quantized producer, after
         each other annotated op), or ``None`` when they need none. Tried only when the spec
         in graph order does not verify: a quantizer that annotates in passes (LiteRT) leaves
         an op float after a producer of a later pass."""
+        orders = self._orders
+        if not orders:
+            return None
+        return self.variant(text, "annotation_stage", spec_wide_qspec, orders=orders)
+
+    @functools.cached_property
+    def _orders(self) -> list[list[Any]]:
+        """The orders :meth:`staged` places ops by (the order probes run once per export)."""
         from backend_spec.export.quantizer import probe
         from backend_spec.export.quantizer.infer import (
             annotation_stages,
@@ -420,16 +463,15 @@ class _Flow:
         # Both kinds of order together, else the reuse orders alone: an op the quantizer
         # fuses with the order probe's producer (Core ML's activations) reads as an order
         # that contradicts the others, and then places nothing.
-        orders = next((o for o in (reused + probed, reused) if annotation_stages(o)), probed)
-        return self.variant(text, "annotation_stage", orders=orders) if orders else None
+        return next((o for o in (reused + probed, reused) if annotation_stages(o)), probed)
 
-    def claim_staged(self, text: str) -> str | None:
+    def claim_staged(self, text: str, spec_wide_qspec: bool = False) -> str | None:
         """``text``'s spec with the Linear chains (:data:`.probe.LINEAR_CHAINS`) claiming their
         nodes before the other entries (``claim_stage``, version 10), or ``None`` when they
         do not outrank conv + add. Tried only when the spec does not verify otherwise: X86's
         QAT config with a per-type Linear config claims Linear + add before its global
         config's longer conv + BatchNorm + add."""
-        return self.variant(text, "claim_stage", claim_first=True)
+        return self.variant(text, "claim_stage", spec_wide_qspec, claim_first=True)
 
     def inferred(self, **options: Any) -> Inferred:
         """The spec inferred from the probes (``options``: :func:`.infer.infer`'s), on the
@@ -445,11 +487,10 @@ class _Flow:
             **options,
         )
 
-    def variant(self, text: str, key: str, **options: Any) -> str | None:
+    def variant(self, text: str, key: str, spec_wide_qspec: bool, **options: Any) -> str | None:
         """The spec inferred with ``options``, or ``None`` when no entry of it sets the policy
         ``key`` they are for (it would be ``text``'s spec again); it runs the graph-order
-        spec's passes, and keeps the input sharing ``text`` verified best with
-        (``input_sharing`` is written only when it is torchao's ``qspec``)."""
+        spec's passes, and keeps the spec-wide input sharing ``text`` verified best with."""
         from backend_spec.export import dump
 
         inferred = self.inferred(**options)
@@ -458,7 +499,7 @@ class _Flow:
         pipeline = self.recorder.pipeline
         if pipeline is not None:
             inferred.backend_config = _with_passes(inferred.backend_config, pipeline[1])
-        sharing = "input_sharing" in text and _with_input_sharing(inferred, self.fmt, self.name)
+        sharing = spec_wide_qspec and _with_input_sharing(inferred, self.fmt, self.name)
         return sharing or dump(inferred.backend_config, self.fmt, name=self.name)
 
     def check_neighbours(self, candidate: Callable[[], Any], result: QuantizerExport) -> list:

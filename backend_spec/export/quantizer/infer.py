@@ -29,6 +29,8 @@ from backend_spec.export.quantizer.probe import (
     LINEAR_CHAINS,
     OVER_CONV,
     PRODUCER_NAMES,
+    SHARING_CONTEXT,
+    SHARING_POST_CONTEXT,
     THIN_CHAIN,
     functional_chain,
     functional_name,
@@ -143,6 +145,7 @@ def infer(
     builder.stages = annotation_stages(orders or [])
     builder.graph_inputs(list(graph_inputs))
     builder.upstream = _upstream_readers(probed)
+    builder.observed_again = observed_again(probed)
     builder.with_a_scalar = _scalar_observations(probed)
     builder.dynamic_propagation = bool(_dynamic_propagation(probed))
     builder.outranking = _outranks_conv(probed)
@@ -205,6 +208,9 @@ class _Builder:
         self.graph_inputs_config: DTypeConfig | None = None
         #: ATen op -> its ``annotation_stage`` (version 8), when the order probes need one.
         self.stages: dict[str, int] = {}
+        #: ATen ops whose inputs observe a producer's output again when it is observed
+        #: otherwise (``input_sharing: qspec``, version 12: Core ML's add and mul).
+        self.observed_again: set[str] = set()
         #: The probed fusion units (whose ATen chains may coincide: conv + ReLU6 and conv +
         #: Hardtanh are both conv2d -> hardtanh, told apart by their arguments).
         self.fusion_keys: list[str] = []
@@ -329,6 +335,8 @@ class _Builder:
             if context in ("post", "pre_post"):  # annotated only before some consumers
                 policy["consumers"] = self.consumers(probed, spelled[chosen], context)
             policy.update(_variant_policy(probed, key))
+            if op["target"] in self.observed_again:
+                policy["input_sharing"] = "qspec"
             if not any_spelling and self.stages.get(spelled[chosen]):
                 # A spelling placed apart from its op (LiteRT's F.adaptive_avg_pool2d).
                 policy["annotation_stage"] = self.stages[spelled[chosen]]
@@ -492,6 +500,8 @@ class _Builder:
         policy = {"quantize": _quantize_policy(probed, key, context)}
         if context in ("post", "pre_post"):
             policy["consumers"] = "quantizing"
+        if targets[0] in self.observed_again:  # its first op's annotator reads inputs so
+            policy["input_sharing"] = "qspec"
         if any(_extra_inputs(o) for o in ops[1:]):
             policy.update(extra_inputs="quantized", chain_input="any")
         if linear_chain:  # it claims conv(x) + linear(y) too, before conv + add
@@ -1250,6 +1260,53 @@ def _producer_fusions(
     return {**probed, "alone": {**alone, **found}}, {**unit_names, **names_of}
 
 
+def sharing_probe(probed: dict[str, Any]) -> tuple[str, set[str]] | None:
+    """(producer, consumers) for :func:`.probe.sharing_parts`: a conv chain the quantizer
+    fuses and whose output it observes otherwise than the activation inputs it observes most
+    (Core ML's conv + relu: affine after symmetric), and each single op it quantizes alone
+    with an observed input. ``None`` when no chain does (XNNPACK, X86: one qspec for both)."""
+    alone = probed.get("alone") or {}
+    common = json.dumps(_common_activation(probed), sort_keys=True)
+    producers = [
+        key
+        for key, unit in alone.items()
+        if ">" in key
+        and "@" not in key
+        and "#" not in key
+        and len(ops := unit.get("ops", [])) == 2
+        and ops[0]["target"] == "aten.conv2d.default"
+        and _fused(probed, key)
+        and (ops[-1]["output"] or {}).get("kind") == "observed"
+        and json.dumps(ops[-1]["output"], sort_keys=True) != common
+    ]
+    consumers = {
+        key
+        for key, unit in alone.items()
+        if not any(mark in key for mark in ">@#")
+        and (qspec := (unit.get("ops") or [{}])[0].get("inputs", {}).get("0"))
+        and qspec.get("kind") == "observed"
+        and not qspec.get("is_dynamic")
+    }
+    return (producers[0], consumers) if producers and consumers else None
+
+
+def observed_again(probed: dict[str, Any]) -> set[str]:
+    """The ATen ops that, in the sharing probes (:data:`.probe.SHARING_CONTEXT`), observe the
+    producer chain's output again with their own input qspec rather than reuse its observer
+    (Core ML's add and mul: ``input_sharing: qspec`` on their entries)."""
+    alone = probed.get("alone") or {}
+    found = set()
+    for key, unit in (probed.get(SHARING_CONTEXT) or {}).items():
+        ops, own = unit.get("ops") or [], _alone_ops(probed, key)
+        if len(ops) < 2 or not own or alone.get(key) is None:
+            continue
+        produced, read = ops[-2]["output"], ops[-1]["inputs"].get("0")
+        usual = own[0]["inputs"].get("0")
+        if usual is not None and produced not in (None, usual) and read == usual:
+            found.add(ops[-1]["target"])
+    return found
+
+
 def conv_fusion_keys(probed: dict[str, Any], unit_names: dict[str, tuple[str, ...]]) -> set[str]:
     """The one-input ops (base spellings) fused with the Linear of their ``pre`` probe for
     which no probed chain starts with a conv2d and ends in their ATen op: the conv-producer
@@ -1363,13 +1420,32 @@ def reuse_orders(probed: dict[str, Any]) -> list[list[Any]]:
             elif produced.get("kind") == "observed":
                 first = _pattern_start([*unit.get("pre", []), *ops])
                 read.append((first, consumer, json.dumps(produced, sort_keys=True), text))
-    found: list[list[Any]] = []
+    found = _passing_orders(probed)
     for producer, consumer, produced, text in read:
         usual = own.get(consumer)
         if usual is None or produced == usual or producer == consumer:
             continue
         if text in (produced, usual) and [producer, consumer, text == produced] not in found:
             found.append([producer, consumer, text == produced])
+    return found
+
+
+def _passing_orders(probed: dict[str, Any]) -> list[list[Any]]:
+    """``[op, conv, reused]`` from the probes of an op between a chain and a conv
+    (:data:`.probe.SHARING_POST_CONTEXT`): a conv that reads the op's annotated output with
+    its own input qspec was annotated before the op (Core ML's convs before its pools)."""
+    found: list[list[Any]] = []
+    for unit in (probed.get(SHARING_POST_CONTEXT) or {}).values():
+        ops = unit.get("ops") or []
+        if len(ops) < 2 or ops[-2]["output"] is None:
+            continue
+        between, conv = ops[-2], ops[-1]
+        usual = (_alone_ops(probed, conv["target"]) or [{}])[0].get("inputs", {}).get("0")
+        read = conv["inputs"].get("0")
+        if usual is not None and read is not None:
+            order = [between["target"], conv["target"], read != usual]
+            if order not in found:
+                found.append(order)
     return found
 
 

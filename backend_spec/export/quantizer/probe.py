@@ -482,6 +482,76 @@ def neighbour_parts(
 #: them (``Conv2d -> op``): whether it fuses them with a conv too (Core ML's conv + leaky_relu).
 CONV_PRE_CONTEXT = "conv_pre"
 
+#: The contexts of :func:`sharing_parts`' probes: a consumer after the chain (unit key: the
+#: consumer's), and an op between the chain and a conv (unit key: the op's).
+SHARING_CONTEXT = "sharing"
+SHARING_POST_CONTEXT = "sharing_post"
+
+
+def sharing_parts(producer: str, consumers: set[str], passing: tuple[str, ...] = ()) -> SuiteParts:
+    """The chain unit ``producer`` then each single-op unit of ``consumers`` reading its output
+    in its first input, its other inputs graph inputs (branch ``sharing:PRODUCER>OP``, context
+    :data:`SHARING_CONTEXT`): whether the quantizer gives the consumer's input the observer of
+    an output it observes otherwise than that input (Core ML's conv + relu: an affine output
+    before a symmetric input), or observes it again (Core ML's add and mul do, its conv and
+    linear do not). Not one tensor in every input: a quantizer's matcher may take ``add(y,
+    y)`` for no add (Core ML's does). And each one-input unit of ``passing`` (annotated only
+    after a quantized producer: pools) between the chain and a 1x1 conv (branch
+    ``sharing:PRODUCER>OP>conv``, context :data:`SHARING_POST_CONTEXT`): whether the conv
+    reads the op's output with its own qspec, annotated before the op (Core ML annotates convs
+    before pools), or through the op's observer."""
+    units = {unit.key: (model, inputs) for unit, model, inputs, _output in _built_units()}
+    parts = SuiteParts()
+    if producer not in units:
+        return parts
+    head, head_inputs = units[producer]
+    with quiet(), torch.no_grad():
+        produced = head(*head_inputs)
+    for key in sorted(consumers):
+        model, inputs = units.get(key, (None, ()))
+        if model is None or not inputs or any(not _width(t) for t in inputs):
+            continue
+        chained = _AfterChain(copy.deepcopy(head), copy.deepcopy(model))
+        torch.manual_seed(0)
+        like = [torch.randn_like(produced) for _ in inputs[1:]]
+        for rest in (like, inputs[1:]):  # the chain's shape (add, mul), else the op's own
+            made = (*head_inputs, *rest)
+            try:
+                with quiet(), torch.no_grad():
+                    output = chained(*made)
+            except Exception:  # noqa: BLE001 - the op does not take these inputs
+                continue
+            if isinstance(output, torch.Tensor) and output.is_floating_point():
+                branch = Branch(f"sharing:{producer}>{key}", key, SHARING_CONTEXT)
+                parts.add(branch, Probe(chained, [], 0, "alone"), made)
+                break
+    for key in passing:
+        model, inputs = units.get(key, (None, ()))
+        if model is None or len(inputs) != 1:
+            continue
+        try:
+            with quiet(), torch.no_grad():
+                output = model(produced)
+        except Exception:  # noqa: BLE001 - the op does not take the chain's output
+            continue
+        if isinstance(output, torch.Tensor) and output.is_floating_point() and output.dim() == 4:
+            chained = nn.Sequential(copy.deepcopy(head), copy.deepcopy(model), _conv(output))
+            branch = Branch(f"sharing:{producer}>{key}>conv", key, SHARING_POST_CONTEXT)
+            parts.add(branch, Probe(chained, [], 0, "alone"), head_inputs)
+    return parts
+
+
+class _AfterChain(nn.Module):
+    """``op(chain(x), *rest)``: a sharing probe (:func:`sharing_parts`)."""
+
+    def __init__(self, chain: nn.Module, op: nn.Module) -> None:
+        super().__init__()
+        self.chain, self.op = chain, op
+
+    def forward(self, x: torch.Tensor, *rest: Any) -> Any:
+        return self.op(self.chain(x), *rest)
+
+
 #: The context of :func:`consumer_parts`' probes (unit key ``OP>CONSUMER``).
 CONSUMER_CONTEXT = "consumer"
 
