@@ -96,3 +96,16 @@ def test_input_sharing_on_a_pattern_needs_version_12():
     with pytest.raises(backend_spec.SpecError) as raised:
         backend_spec.loads(text, format="yaml")
     assert "BS206" in str(raised.value) and "12" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("spec_wide", "add_key", "version"),
+    [("input_sharing: qspec\n", "", 11), ("", "    input_sharing: qspec\n", 12)],
+    ids=["spec_wide_key_is_older", "entry_key_is_version_12"],
+)
+def test_a_spec_is_written_in_the_version_of_the_input_sharing_it_uses(spec_wide, add_key, version):
+    """The spec-wide ``input_sharing`` is a version 5 key, an entry's a version 12 one: the
+    writer names the version of the one the spec uses (11 here: the chain's qconfig: own)."""
+    text = SPEC.replace("VERSION", "12").replace("SPEC_WIDE", spec_wide)
+    written = backend_spec.dump(backend_spec.loads(text.replace("ADD_KEY", add_key)))
+    assert f"spec_version: {version}\n" in written

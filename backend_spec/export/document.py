@@ -104,8 +104,10 @@ def required_version(doc: SpecDocument) -> int:
     from backend_spec.specfile.fields import OBSERVER_IN_QAT
     from backend_spec.specfile.models import (
         SHAPE_CONDITION,
+        SpecModel,
         dynamic_observer,
         dynamic_output,
+        field_since,
         keys_since,
         literal_items,
         nested_forward_items,
@@ -156,7 +158,7 @@ def required_version(doc: SpecDocument) -> int:
     nested = any(nested_forward_items(entry.get("pattern")) for entry in doc.patterns)
     backend_keys = max(
         (
-            since[key]
+            field_since(SpecModel, key)
             for key in ("graph_inputs", "input_sharing", "transform_for_annotation")
             if getattr(doc, key) not in (None, [])
         ),

@@ -1023,6 +1023,13 @@ def version_uses(
 _SCALARS = (str, int, float)
 
 
+def field_since(model: type[BaseModel], name: str) -> int:
+    """The format version that added field ``name`` of ``model`` (a key of one model, where
+    :func:`keys_since` merges the models: ``input_sharing`` is version 5 on the spec and
+    version 12 on a pattern entry)."""
+    return _since(model.model_fields[name])
+
+
 def keys_since() -> dict[str, int]:
     """Every key that some model of the format declares as version 2 or later, with it."""
     keys: dict[str, int] = {}
