@@ -286,3 +286,21 @@ def test_a_conv_after_a_pool_after_the_chain_orders_the_two(conv_reads, order):
     found = reuse_orders(probed)
     assert found == [order]
     assert annotation_stages(found) == ({} if order[2] else {POOL: 1})
+
+
+def test_an_op_left_float_after_a_conv_gets_no_entry_sharing_its_producer():
+    """An activation fused with the Linear before it but left float after a conv (a quantizer
+    that fuses linear + elu only): the conv-producer probe shows it, so the op gets no entry
+    of its own sharing its producer's observer, which would quantize it after the conv."""
+    names = {ELU: ("F.elu",)}
+    probed = {"alone": {ELU: {"ops": [_op(ELU, {}, None)], "pre": [], "post": []}}}
+    probed["pre"] = {ELU: _elu_after(LINEAR)}
+
+    def singles():
+        entries = backend_of(infer(probed, names, "t").backend_config).entries
+        return [e for e in entries if e.aten and len(e.aten[0]) == 1]
+
+    assert singles()  # after a Linear alone, the op is taken to share other producers too
+    conv = _op(CONV, {"0": SYMMETRIC}, SYMMETRIC)
+    probed["conv_pre"] = {ELU: {"ops": [_op(ELU, {}, None)], "pre": [conv], "post": []}}
+    assert not singles()

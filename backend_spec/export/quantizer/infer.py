@@ -1212,13 +1212,19 @@ def _fused_with_producer(probed: dict[str, Any], key: str, context: str) -> bool
 
 def _float_after_producer(probed: dict[str, Any], target: str) -> bool:
     """Whether a probed chain ends in ``target`` left float after an op whose output the
-    quantizer observed (conv + hardswish where the quantizer fuses only linear + hardswish)."""
+    quantizer observed (conv + hardswish where the quantizer fuses only linear + hardswish),
+    the conv-producer probes (:data:`.probe.CONV_PRE_CONTEXT`) included."""
+    chains = [unit.get("ops", []) for unit in (probed.get("alone") or {}).values()]
+    chains += [
+        [*unit.get("pre", []), *unit.get("ops", [])]
+        for unit in (probed.get(CONV_PRE_CONTEXT) or {}).values()
+    ]
     return any(
         len(ops) > 1
         and ops[-1]["target"] == target
         and ops[-2]["output"] is not None
         and not annotated(ops[-1:])
-        for ops in (unit.get("ops", []) for unit in (probed.get("alone") or {}).values())
+        for ops in chains
     )
 
 
